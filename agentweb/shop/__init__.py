@@ -1,0 +1,1 @@
+"""The demo shop: the company systems the bundled ticket tools act on."""
