@@ -1,0 +1,267 @@
+"""Read-only ticket tools (low risk, no approval, safe to repeat)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.contrib.postgres.search import SearchHeadline, SearchQuery, SearchRank
+from django.db.models import F
+
+from agentweb.runtime.tools import tool
+from agentweb.shop.actions import (
+    ShopRuleError,
+    find_customer,
+    find_order,
+    find_shipment,
+    money,
+    normalise_code,
+)
+from agentweb.shop.models import (
+    ZERO,
+    InventoryItem,
+    KBArticle,
+    Order,
+    Shipment,
+    kb_search_vector,
+)
+
+KB_RESULTS = 5
+
+
+def _date(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def describe_order(order: Order) -> dict[str, Any]:
+    refunded = order.refunded_amount()
+    return {
+        "order_id": order.number,
+        "customer_id": order.customer.code,
+        "customer_name": order.customer.name,
+        "status": order.status,
+        "placed_at": order.placed_at.isoformat(),
+        "currency": order.currency,
+        "items": [
+            {
+                "sku": item.sku,
+                "name": item.name,
+                "quantity": item.quantity,
+                "unit_price": money(item.unit_price),
+            }
+            for item in order.items.all()
+        ],
+        "subtotal": money(order.subtotal),
+        "shipping_cost": money(order.shipping_cost),
+        "total": money(order.total),
+        "payments": [
+            {
+                "reference": p.reference,
+                "amount": money(p.amount),
+                "method": p.method,
+                "captured_at": p.captured_at.isoformat(),
+            }
+            for p in order.payments.all()
+        ],
+        "captured_amount": money(order.captured_amount),
+        "refunded_amount": money(refunded),
+        "refundable_amount": money(max(order.captured_amount - refunded, ZERO)),
+        "refunds": [
+            {"amount": money(r.amount), "reason": r.reason, "created_at": r.created_at.isoformat()}
+            for r in order.refunds.all()
+        ],
+        "shipping_address": order.shipping_address,
+        "shipments": [
+            {
+                "carrier": s.carrier,
+                "tracking_number": s.tracking_number,
+                "status": s.status,
+                "delivered_at": _date(s.delivered_at),
+            }
+            for s in order.shipments.all()
+        ],
+        "cancelled_at": _date(order.cancelled_at),
+        "can_cancel_or_change_address": order.before_shipping,
+    }
+
+
+@tool(risk="low")
+def get_order(order_id: str) -> dict[str, Any]:
+    """Look up an order: status, items, amounts captured and refunded, address, shipments.
+
+    Args:
+        order_id: The order id the customer sees, e.g. "A1001".
+    """
+    return describe_order(find_order(order_id))
+
+
+@tool(risk="low")
+def track_shipment(tracking_number: str) -> dict[str, Any]:
+    """Track a parcel: carrier status, delivery estimate and the carrier's scan events.
+
+    Args:
+        tracking_number: The carrier tracking number, e.g. "1Z999AA10123456784".
+    """
+    shipment = find_shipment(tracking_number)
+    return {
+        "tracking_number": shipment.tracking_number,
+        "carrier": shipment.carrier,
+        "order_id": shipment.order.number,
+        "status": shipment.status,
+        "shipped_at": shipment.shipped_at.isoformat(),
+        "estimated_delivery": _date(shipment.estimated_delivery),
+        "delivered_at": _date(shipment.delivered_at),
+        "events": [
+            {
+                "at": e.at.isoformat(),
+                "status": e.status,
+                "location": e.location,
+                "description": e.description,
+            }
+            for e in shipment.events.all()
+        ],
+        "escalations": [
+            {
+                "escalation_id": x.reference,
+                "status": x.status,
+                "reason": x.reason,
+                "created_at": x.created_at.isoformat(),
+            }
+            for x in shipment.escalations.all()
+        ],
+        "delivery_attempted": shipment.status == Shipment.Status.DELIVERED,
+    }
+
+
+@tool(risk="low")
+def get_customer(customer_id: str) -> dict[str, Any]:
+    """Look up a customer: contact details, tier, default address and recent orders.
+
+    Args:
+        customer_id: The customer id, e.g. "C001".
+    """
+    customer = find_customer(customer_id)
+    orders = list(customer.orders.all()[:10])
+    return {
+        "customer_id": customer.code,
+        "name": customer.name,
+        "email": customer.email,
+        "phone": customer.phone,
+        "tier": customer.tier,
+        "customer_since": customer.created_at.date().isoformat(),
+        "address": customer.address,
+        "order_count": customer.orders.count(),
+        "recent_orders": [
+            {
+                "order_id": o.number,
+                "status": o.status,
+                "placed_at": o.placed_at.isoformat(),
+                "total": money(o.total),
+            }
+            for o in orders
+        ],
+        "open_tickets": customer.tickets.filter(status="open").count(),
+    }
+
+
+@tool(risk="low")
+def get_customer_notes(customer_id: str) -> dict[str, Any]:
+    """Read the support team's notes about a customer, oldest first.
+
+    Args:
+        customer_id: The customer id, e.g. "C001".
+    """
+    customer = find_customer(customer_id)
+    return {
+        "customer_id": customer.code,
+        "notes": [
+            {"created_at": n.created_at.isoformat(), "author": n.author, "note": n.body}
+            for n in customer.notes.all()
+        ],
+    }
+
+
+@tool(risk="low")
+def check_inventory(sku: str) -> dict[str, Any]:
+    """Check stock of a product: units on hand, available, and the next restock date.
+
+    Args:
+        sku: The product SKU, e.g. "KIT-0101".
+    """
+    code = normalise_code(sku)
+    item = InventoryItem.objects.filter(sku=code).first()
+    if item is None:
+        words = [w for w in re.findall(r"[a-z]{3,}", str(sku).lower())]
+        similar = (
+            list(
+                InventoryItem.objects.filter(name__icontains=words[0]).values_list("sku", "name")[
+                    :3
+                ]
+            )
+            if words
+            else []
+        )
+        hint = (
+            " Did you mean " + ", ".join(f"{s} ({n})" for s, n in similar) + "?"
+            if similar
+            else " SKUs look like 'KIT-0101'; get_order lists the SKUs of an order."
+        )
+        raise ShopRuleError(f"No product with SKU {sku!r}.{hint}")
+    return {
+        "sku": item.sku,
+        "name": item.name,
+        "price": money(item.price),
+        "on_hand": item.on_hand,
+        "reserved": item.reserved,
+        "available": item.available,
+        "in_stock": item.available > 0,
+        "restock_date": _date(item.restock_date),
+    }
+
+
+def _search_terms(query: str) -> list[str]:
+    return re.findall(r"[A-Za-z0-9]+", query)[:12]
+
+
+@tool(risk="low")
+def search_kb(query: str) -> dict[str, Any]:
+    """Search the knowledge base (policies, how-tos) and return the best matching articles.
+
+    Args:
+        query: A few keywords, e.g. "return policy damaged item".
+    """
+    terms = _search_terms(query)
+    if not terms:
+        raise ShopRuleError("The search query has no words to search for.")
+    # Any term may match; ranking puts articles matching more (and in the title) first.
+    search = SearchQuery(" or ".join(terms), search_type="websearch", config="english")
+    rows = (
+        KBArticle.objects.annotate(document=kb_search_vector())
+        .filter(document=search)
+        .annotate(rank=SearchRank(kb_search_vector(), search))
+        .annotate(
+            excerpt=SearchHeadline(
+                "body",
+                search,
+                config="english",
+                max_words=40,
+                min_words=15,
+                start_sel="",
+                stop_sel="",
+            )
+        )
+        .order_by(F("rank").desc(), "slug")[:KB_RESULTS]
+    )
+    return {
+        "query": query,
+        "results": [
+            {
+                "slug": a.slug,
+                "title": a.title,
+                "category": a.category,
+                "rank": round(float(a.rank), 4),
+                "excerpt": a.excerpt,
+            }
+            for a in rows
+        ],
+    }

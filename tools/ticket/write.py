@@ -1,0 +1,103 @@
+"""Write tools. Medium risk: reversible (notes, carrier traces). High risk: money,
+orders and messages to the customer, which wait for a human's approval by default."""
+
+from __future__ import annotations
+
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from agentweb.runtime.tools import ToolContext, tool
+from agentweb.shop import actions
+
+from ._context import author, idempotency_key
+
+#: Refunds below this amount are small goodwill gestures and go through without approval;
+#: from this amount up (and whenever the amount is not a clean number) a human approves.
+REFUND_APPROVAL_THRESHOLD = Decimal("20.00")
+
+
+def refund_needs_approval(arguments: dict[str, Any]) -> bool:
+    """Approval policy of ``issue_refund``; fails closed on anything but a clear small amount."""
+    try:
+        amount = Decimal(str(arguments.get("amount")))
+    except (InvalidOperation, ValueError):
+        return True
+    if not amount.is_finite():
+        return True
+    return amount >= REFUND_APPROVAL_THRESHOLD
+
+
+@tool(risk="high", approval=refund_needs_approval)
+def issue_refund(order_id: str, amount: float, reason: str, *, ctx: ToolContext) -> dict[str, Any]:
+    """Refund money on an order to the original payment method.
+
+    The refund can not exceed the amount captured minus earlier refunds. Refunds of
+    20.00 or more need a human's approval.
+
+    Args:
+        order_id: The order id, e.g. "A1001".
+        amount: The amount to refund in the order's currency, e.g. 24.99.
+        reason: Why, in a sentence (kept in the refunds ledger).
+    """
+    return actions.issue_refund(order_id, amount, reason, key=idempotency_key(ctx))
+
+
+@tool(risk="high")
+def cancel_order(order_id: str, reason: str, *, ctx: ToolContext) -> dict[str, Any]:
+    """Cancel an order that has not shipped yet; the captured payment is refunded in full.
+
+    Args:
+        order_id: The order id, e.g. "A1001".
+        reason: Why the order is cancelled, in a sentence.
+    """
+    return actions.cancel_order(order_id, reason, key=idempotency_key(ctx))
+
+
+@tool(risk="high")
+def update_shipping_address(order_id: str, address: str, *, ctx: ToolContext) -> dict[str, Any]:
+    """Change the shipping address of an order that has not shipped yet.
+
+    Args:
+        order_id: The order id, e.g. "A1001".
+        address: The complete new address: street and number, postal code, city, country.
+    """
+    return actions.update_shipping_address(order_id, address, key=idempotency_key(ctx))
+
+
+@tool(risk="high")
+def send_customer_reply(customer_id: str, message: str, *, ctx: ToolContext) -> dict[str, Any]:
+    """Send an email reply to the customer of the ticket being worked on.
+
+    Only the ticket's own customer can be written to.
+
+    Args:
+        customer_id: The customer id, e.g. "C001"; must be the ticket's customer.
+        message: The full text of the reply, written to the customer.
+    """
+    return actions.send_customer_reply(
+        customer_id, message, ticket_id=ctx.ticket_id, key=idempotency_key(ctx)
+    )
+
+
+@tool(risk="medium")
+def add_customer_note(customer_id: str, note: str, *, ctx: ToolContext) -> dict[str, Any]:
+    """Add an internal note to the customer's record (not visible to the customer).
+
+    Args:
+        customer_id: The customer id, e.g. "C001".
+        note: The note, in a sentence or two.
+    """
+    return actions.add_customer_note(
+        customer_id, note, author=author(ctx), key=idempotency_key(ctx)
+    )
+
+
+@tool(risk="medium")
+def escalate_to_carrier(tracking_number: str, reason: str, *, ctx: ToolContext) -> dict[str, Any]:
+    """Open a trace with the carrier for a lost, late or misdelivered parcel.
+
+    Args:
+        tracking_number: The carrier tracking number, e.g. "1Z999AA10123456784".
+        reason: What the carrier should investigate.
+    """
+    return actions.escalate_to_carrier(tracking_number, reason, key=idempotency_key(ctx))
