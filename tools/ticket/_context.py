@@ -5,19 +5,19 @@ from __future__ import annotations
 from agentweb.runtime.tools import ToolContext
 
 
-def idempotency_key(ctx: ToolContext) -> str | None:
+def idempotency_key(ctx: ToolContext | None) -> str | None:
     """The key a write is recorded under: the call id, scoped by the run.
 
     Providers (and the demo model) only promise call ids unique within a run, so the
     run id keeps two runs' calls apart.
     """
-    if not ctx.call_id:
+    if ctx is None or not ctx.call_id:
         return None
     return f"{ctx.run_id}:{ctx.call_id}" if ctx.run_id else ctx.call_id
 
 
-def author(ctx: ToolContext) -> str:
+def author(ctx: ToolContext | None) -> str:
     who = "assistant"
-    if ctx.run_id:
+    if ctx is not None and ctx.run_id:
         who += f" (run {ctx.run_id})"
     return who[:60]

@@ -30,7 +30,7 @@ def recall_customer_facts(customer_id: str) -> dict[str, Any]:
 
 @tool(risk="medium")
 def remember_customer_fact(
-    customer_id: str, key: str, value: str, *, ctx: ToolContext
+    customer_id: str, key: str, value: str, *, ctx: ToolContext | None = None
 ) -> dict[str, Any]:
     """Remember a fact about a customer for future tickets; replaces the value of the same key.
 
@@ -40,5 +40,5 @@ def remember_customer_fact(
         value: The fact, e.g. "phone, mornings only".
     """
     return actions.remember_customer_fact(
-        customer_id, key, value, run_id=ctx.run_id, key=idempotency_key(ctx)
+        customer_id, key, value, run_id=ctx.run_id if ctx else None, key=idempotency_key(ctx)
     )

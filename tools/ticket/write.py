@@ -28,7 +28,9 @@ def refund_needs_approval(arguments: dict[str, Any]) -> bool:
 
 
 @tool(risk="high", approval=refund_needs_approval)
-def issue_refund(order_id: str, amount: float, reason: str, *, ctx: ToolContext) -> dict[str, Any]:
+def issue_refund(
+    order_id: str, amount: float, reason: str, *, ctx: ToolContext | None = None
+) -> dict[str, Any]:
     """Refund money on an order to the original payment method.
 
     The refund can not exceed the amount captured minus earlier refunds. Refunds of
@@ -43,7 +45,7 @@ def issue_refund(order_id: str, amount: float, reason: str, *, ctx: ToolContext)
 
 
 @tool(risk="high")
-def cancel_order(order_id: str, reason: str, *, ctx: ToolContext) -> dict[str, Any]:
+def cancel_order(order_id: str, reason: str, *, ctx: ToolContext | None = None) -> dict[str, Any]:
     """Cancel an order that has not shipped yet; the captured payment is refunded in full.
 
     Args:
@@ -54,7 +56,9 @@ def cancel_order(order_id: str, reason: str, *, ctx: ToolContext) -> dict[str, A
 
 
 @tool(risk="high")
-def update_shipping_address(order_id: str, address: str, *, ctx: ToolContext) -> dict[str, Any]:
+def update_shipping_address(
+    order_id: str, address: str, *, ctx: ToolContext | None = None
+) -> dict[str, Any]:
     """Change the shipping address of an order that has not shipped yet.
 
     Args:
@@ -65,7 +69,9 @@ def update_shipping_address(order_id: str, address: str, *, ctx: ToolContext) ->
 
 
 @tool(risk="high")
-def send_customer_reply(customer_id: str, message: str, *, ctx: ToolContext) -> dict[str, Any]:
+def send_customer_reply(
+    customer_id: str, message: str, *, ctx: ToolContext | None = None
+) -> dict[str, Any]:
     """Send an email reply to the customer of the ticket being worked on.
 
     Only the ticket's own customer can be written to.
@@ -75,12 +81,14 @@ def send_customer_reply(customer_id: str, message: str, *, ctx: ToolContext) -> 
         message: The full text of the reply, written to the customer.
     """
     return actions.send_customer_reply(
-        customer_id, message, ticket_id=ctx.ticket_id, key=idempotency_key(ctx)
+        customer_id, message, ticket_id=ctx.ticket_id if ctx else None, key=idempotency_key(ctx)
     )
 
 
 @tool(risk="medium")
-def add_customer_note(customer_id: str, note: str, *, ctx: ToolContext) -> dict[str, Any]:
+def add_customer_note(
+    customer_id: str, note: str, *, ctx: ToolContext | None = None
+) -> dict[str, Any]:
     """Add an internal note to the customer's record (not visible to the customer).
 
     Args:
@@ -93,7 +101,9 @@ def add_customer_note(customer_id: str, note: str, *, ctx: ToolContext) -> dict[
 
 
 @tool(risk="medium")
-def escalate_to_carrier(tracking_number: str, reason: str, *, ctx: ToolContext) -> dict[str, Any]:
+def escalate_to_carrier(
+    tracking_number: str, reason: str, *, ctx: ToolContext | None = None
+) -> dict[str, Any]:
     """Open a trace with the carrier for a lost, late or misdelivered parcel.
 
     Args:
