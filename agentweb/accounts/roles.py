@@ -1,0 +1,44 @@
+"""The three roles and what each may do."""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group, Permission
+
+from agentweb.accounts.models import ROLE_ADMIN, ROLE_APPROVER, ROLE_OPERATOR
+
+# codename -> roles that hold it (all live on the runs app).
+ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
+    "add_run": (ROLE_OPERATOR, ROLE_APPROVER, ROLE_ADMIN),
+    "view_run": (ROLE_OPERATOR, ROLE_APPROVER, ROLE_ADMIN),
+    "cancel_run": (ROLE_OPERATOR, ROLE_APPROVER, ROLE_ADMIN),
+    "view_all_runs": (ROLE_OPERATOR, ROLE_APPROVER, ROLE_ADMIN),
+    "view_approval": (ROLE_OPERATOR, ROLE_APPROVER, ROLE_ADMIN),
+    "decide_approval": (ROLE_APPROVER, ROLE_ADMIN),
+    "change_agentprofile": (ROLE_ADMIN,),
+    "add_agentprofile": (ROLE_ADMIN,),
+    "view_agentprofile": (ROLE_OPERATOR, ROLE_APPROVER, ROLE_ADMIN),
+}
+
+
+def ensure_roles() -> dict[str, Group]:
+    groups = {
+        name: Group.objects.get_or_create(name=name)[0]
+        for name in (ROLE_OPERATOR, ROLE_APPROVER, ROLE_ADMIN)
+    }
+    perms = {
+        p.codename: p
+        for p in Permission.objects.filter(
+            content_type__app_label="runs", codename__in=ROLE_PERMISSIONS
+        )
+    }
+    missing = set(ROLE_PERMISSIONS) - set(perms)
+    if missing:
+        raise RuntimeError(f"permissions missing (migrate first?): {sorted(missing)}")
+    for codename, roles in ROLE_PERMISSIONS.items():
+        for role in roles:
+            groups[role].permissions.add(perms[codename])
+    return groups
+
+
+def can_decide(user: AbstractBaseUser | AnonymousUser) -> bool:
+    return bool(user.is_authenticated and user.has_perm("runs.decide_approval"))

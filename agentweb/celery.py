@@ -1,0 +1,25 @@
+"""Celery application: tasks are wake-up calls; PostgreSQL holds the truth."""
+
+import os
+from datetime import timedelta
+
+from celery import Celery
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentweb.settings")
+
+app = Celery("agentweb")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+# Recovery is ours, not the broker's: leases that expired are re-enqueued every few
+# seconds, and approvals past their expiry are closed as rejected.
+app.conf.beat_schedule = {
+    "requeue-stale-runs": {
+        "task": "agentweb.runs.tasks.requeue_stale_runs",
+        "schedule": timedelta(seconds=5),
+    },
+    "expire-approvals": {
+        "task": "agentweb.runs.tasks.expire_approvals",
+        "schedule": timedelta(seconds=30),
+    },
+}

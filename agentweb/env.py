@@ -1,0 +1,133 @@
+"""Small typed readers for configuration from the environment.
+
+Every reader raises ``ImproperlyConfigured`` naming the variable when its value is bad,
+so a misconfigured installation stops at start-up with a message that says what to fix.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _raw(name: str, env: Mapping[str, str] | None) -> str | None:
+    return (env if env is not None else os.environ).get(name)
+
+
+def env_str(name: str, default: str = "", env: Mapping[str, str] | None = None) -> str:
+    value = _raw(name, env)
+    if value is None:
+        # Docker/Kubernetes secrets: FOO_FILE names a file that holds FOO.
+        path = _raw(f"{name}_FILE", env)
+        if path:
+            try:
+                with open(path, encoding="utf-8") as fh:
+                    return fh.read().strip()
+            except OSError as exc:
+                raise ImproperlyConfigured(f"{name}_FILE: cannot read {path!r}: {exc}") from exc
+        return default
+    return value.strip()
+
+
+def env_bool(name: str, default: bool, env: Mapping[str, str] | None = None) -> bool:
+    value = _raw(name, env)
+    if value is None:
+        return default
+    low = value.strip().lower()
+    if low in _TRUE:
+        return True
+    if low in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name} must be a boolean (1/0, true/false), got {value!r}")
+
+
+def env_int(
+    name: str, default: int, env: Mapping[str, str] | None = None, minimum: int | None = None
+) -> int:
+    value = _raw(name, env)
+    if value is None or not value.strip():
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from None
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum}, got {number}")
+    return number
+
+
+def env_list(name: str, default: list[str], env: Mapping[str, str] | None = None) -> list[str]:
+    value = _raw(name, env)
+    if value is None:
+        return list(default)
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def database_from_url(url: str, name: str = "DATABASE_URL") -> dict[str, object]:
+    """Django DATABASES entry from a postgres URL (TCP or unix socket via ?host=)."""
+    parts = urlsplit(url)
+    if parts.scheme not in {"postgres", "postgresql", "pgsql", "postgresql+psycopg"}:
+        raise ImproperlyConfigured(
+            f"{name} must be a PostgreSQL URL (postgresql://user:pass@host:port/db), "
+            f"got scheme {parts.scheme!r}"
+        )
+    query = parse_qs(parts.query)
+    host = unquote(parts.hostname or "") or query.get("host", [""])[0]
+    dbname = unquote(parts.path.lstrip("/"))
+    if not dbname:
+        raise ImproperlyConfigured(f"{name} must name a database, got {url!r}")
+    try:
+        port = parts.port
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} has an invalid port: {url!r}") from None
+    options = {k: v[0] for k, v in query.items() if k not in {"host"}}
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": dbname,
+        "USER": unquote(parts.username or ""),
+        "PASSWORD": unquote(parts.password or ""),
+        "HOST": host,
+        "PORT": str(port or ""),
+        "OPTIONS": options,
+    }
+
+
+def check_redis_url(url: str, name: str = "REDIS_URL") -> str:
+    scheme = urlsplit(url).scheme
+    if scheme not in {"redis", "rediss", "unix", "redis+socket"}:
+        raise ImproperlyConfigured(
+            f"{name} must be a redis:// or unix:// URL, got scheme {scheme!r}"
+        )
+    return url
+
+
+def model_spec(value: str, name: str = "AGENTWEB_MODEL") -> str:
+    if value == "demo":
+        return value
+    provider, _, model = value.partition(":")
+    if provider not in {"openai", "anthropic"} or not model:
+        raise ImproperlyConfigured(
+            f"{name} must be 'demo', 'openai:<model>' or 'anthropic:<model>', got {value!r}"
+        )
+    return value
+
+
+def redis_urls(url: str) -> tuple[str, str]:
+    """(Celery broker URL, channels-redis host) for one REDIS_URL.
+
+    A unix socket is spelt ``redis+socket://`` by Celery (kombu) and ``unix://`` by
+    redis-py, which channels-redis uses; accept either spelling and give each its own.
+    """
+    check_redis_url(url)
+    parts = urlsplit(url)
+    if parts.scheme in {"unix", "redis+socket"}:
+        path = parts.path
+        query = f"?{parts.query}" if parts.query else ""
+        return f"redis+socket://{path}{query}", f"unix://{path}{query}"
+    return url, url

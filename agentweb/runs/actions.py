@@ -1,0 +1,365 @@
+"""Every write to runs happens here: state and events in one transaction, published after.
+
+Views, the API, commands and tasks parse their input, call one of these, and render.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from agentweb.runs import publish
+from agentweb.runs.models import AgentProfile, Approval, AuditEntry, Run, RunEvent, arguments_hash
+
+log = logging.getLogger(__name__)
+
+DEFAULT_AGENT = "ticket-assistant"
+# A queued run's lease_expires_at is the time by which a worker must have claimed it;
+# past it the beat job enqueues it again (a lost broker message costs only this delay).
+QUEUE_GRACE = timedelta(seconds=60)
+
+
+class ActionError(Exception):
+    """A refused action; ``code`` and ``status`` map to the API's error format."""
+
+    code = "invalid"
+    status = 400
+
+    def __init__(self, message: str, *, details: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+
+class NotAllowed(ActionError):
+    code, status = "forbidden", 403
+
+
+class Conflict(ActionError):
+    code, status = "conflict", 409
+
+
+class InvalidArguments(ActionError):
+    code, status = "invalid_arguments", 422
+
+
+class NotFound(ActionError):
+    code, status = "not_found", 404
+
+
+# --- events ---------------------------------------------------------------------------
+
+
+def append_events(run: Run, events: Iterable[Mapping[str, Any]]) -> list[RunEvent]:
+    """Store events with the next seqs of ``run``. Call inside a transaction that holds
+    the run's row lock (``select_for_update``), so seqs never collide. Publishes on commit."""
+    rows = []
+    seq = run.last_seq
+    for event in events:
+        seq += 1
+        rows.append(RunEvent(run=run, seq=seq, type=event["type"], data=event.get("data") or {}))
+    if not rows:
+        return []
+    RunEvent.objects.bulk_create(rows)
+    run.last_seq = seq
+    Run.objects.filter(pk=run.pk).update(last_seq=seq)
+    publish.run_changed_on_commit(run.pk, seq, run.status)
+    return rows
+
+
+def audit(action: str, *, actor: AbstractBaseUser | None, run: Run | None, **data: Any) -> None:
+    AuditEntry.objects.create(action=action, actor=actor, run=run, data=data)
+
+
+# --- runs -----------------------------------------------------------------------------
+
+
+def do_create_run(
+    *,
+    user: AbstractBaseUser,
+    task: str,
+    agent_name: str | None = None,
+    ticket_id: int | None = None,
+) -> Run:
+    from agentweb.shop.models import Ticket
+
+    task = (task or "").strip()
+    if not task and ticket_id is None:
+        raise ActionError("task must not be empty")
+    if len(task) > 20000:
+        raise ActionError("task is too long (at most 20,000 characters)")
+    name = agent_name or DEFAULT_AGENT
+    agent = AgentProfile.objects.filter(name=name).first()
+    if agent is None:
+        known = ", ".join(AgentProfile.objects.values_list("name", flat=True)) or "none"
+        raise ActionError(f"unknown agent {name!r}; known agents: {known}")
+    ticket = None
+    if ticket_id is not None:
+        ticket = Ticket.objects.filter(pk=ticket_id).first()
+        if ticket is None:
+            raise NotFound(f"no ticket {ticket_id}")
+        if not task:
+            task = f"Handle ticket #{ticket.pk}: {ticket.subject}\n\n{ticket.body}"
+    with transaction.atomic():
+        run = Run.objects.create(
+            lease_expires_at=timezone.now() + QUEUE_GRACE,
+            task=task,
+            agent=agent,
+            model=agent.model or settings.AGENTWEB_MODEL,
+            ticket=ticket,
+            created_by=user,
+        )
+        publish.send_on_commit(
+            publish.RUNS_GROUP, {"type": "run.status", "run": run.pk, "status": run.status}
+        )
+        _enqueue_on_commit(run.pk)
+    return run
+
+
+def _enqueue_on_commit(run_id: int) -> None:
+    from agentweb.runs.tasks import run_agent
+
+    transaction.on_commit(lambda: run_agent.delay(run_id))
+
+
+def do_request_cancel(run: Run, user: AbstractBaseUser) -> Run:
+    """Cancel a run: a waiting or queued one at once, a running one at its next step."""
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        if locked.status not in Run.ACTIVE:
+            raise Conflict(f"run {locked.pk} is already {locked.status}")
+        audit("run_cancel_requested", actor=user, run=locked)
+        if locked.status == Run.Status.RUNNING:
+            Run.objects.filter(pk=locked.pk).update(cancel_requested=True)
+            locked.cancel_requested = True
+        else:
+            finish_cancelled(locked, by=user.get_username())
+    return locked
+
+
+def finish_cancelled(run: Run, *, by: str = "") -> None:
+    """Close a locked run as cancelled, with its pending approvals."""
+    closed = Approval.objects.filter(run=run, status=Approval.Status.PENDING).update(
+        status=Approval.Status.EXPIRED, decided_at=timezone.now(), comment="run cancelled"
+    )
+    run.status = Run.Status.CANCELLED
+    run.finished_at = timezone.now()
+    run.lease_owner, run.lease_expires_at = "", None
+    run.save(update_fields=["status", "finished_at", "lease_owner", "lease_expires_at"])
+    append_events(run, [{"type": "run_cancelled", "data": {"by": by}}])
+    if closed:
+        publish.approvals_changed_on_commit()
+
+
+# --- approvals ------------------------------------------------------------------------
+
+
+def may_decide(user: AbstractBaseUser, approval: Approval) -> tuple[bool, str]:
+    if not user.has_perm("runs.decide_approval"):
+        return False, "only approvers and admins decide tool calls"
+    if approval.run.created_by_id == user.pk:
+        return False, "you started this run; another person must decide its calls (four-eyes)"
+    return True, ""
+
+
+def do_decide_approval(
+    *,
+    approval_id: int,
+    user: AbstractBaseUser,
+    decision: str,
+    comment: str = "",
+    arguments: dict[str, Any] | None = None,
+) -> Approval:
+    """Approve (optionally with edited arguments) or reject a pending call, exactly once.
+
+    The decision is a conditional UPDATE on the pending row: of many simultaneous
+    deciders exactly one wins and only the winner enqueues the resume.
+    """
+    if decision not in {"approve", "reject"}:
+        raise ActionError("decision must be 'approve' or 'reject'")
+    approval = Approval.objects.select_related("run").filter(pk=approval_id).first()
+    if approval is None:
+        raise NotFound(f"no approval {approval_id}")
+    allowed, why = may_decide(user, approval)
+    if not allowed:
+        raise NotAllowed(why)
+    comment = (comment or "").strip()[:4000]
+    if decision == "reject" and not comment:
+        comment = "Rejected by the approver."
+    edited = None
+    final_args = approval.arguments
+    if decision == "approve" and arguments is not None:
+        if not isinstance(arguments, dict):
+            raise InvalidArguments("arguments must be a JSON object")
+        final_args = edited = validate_tool_arguments(approval.tool, arguments)
+    now = timezone.now()
+    status = Approval.Status.APPROVED if decision == "approve" else Approval.Status.REJECTED
+    with transaction.atomic():
+        won = Approval.objects.filter(
+            pk=approval.pk, status=Approval.Status.PENDING, expires_at__gt=now
+        ).update(
+            status=status,
+            decided_by=user,
+            decided_at=now,
+            comment=comment,
+            edited_arguments=edited,
+            approved_hash=arguments_hash(final_args) if status == Approval.Status.APPROVED else "",
+        )
+        if not won:
+            approval.refresh_from_db()
+            if approval.status == Approval.Status.PENDING:
+                raise Conflict("this approval has expired")
+            raise Conflict(f"this approval was already {approval.status}")
+        approval.refresh_from_db()
+        run = Run.objects.select_for_update().get(pk=approval.run_id)
+        audit(
+            f"approval_{status}",
+            actor=user,
+            run=run,
+            approval=approval.pk,
+            call_id=approval.call_id,
+            tool=approval.tool,
+            arguments=approval.arguments,
+            edited_arguments=edited,
+            comment=comment,
+        )
+        append_events(
+            run,
+            [
+                {
+                    "type": "approval_decided",
+                    "data": {
+                        "call_id": approval.call_id,
+                        "tool": approval.tool,
+                        "decision": status,
+                        "comment": comment,
+                        "arguments": final_args,
+                        "edited": edited is not None,
+                        "by": user.get_username(),
+                    },
+                }
+            ],
+        )
+        publish.approvals_changed_on_commit()
+        _resume_if_ready(run)
+    return approval
+
+
+def _resume_if_ready(run: Run) -> None:
+    """A waiting run goes back to the queue once none of its approvals is pending."""
+    if run.status != Run.Status.WAITING_APPROVAL:
+        return
+    if Approval.objects.filter(run=run, status=Approval.Status.PENDING).exists():
+        return
+    updated = Run.objects.filter(pk=run.pk, status=Run.Status.WAITING_APPROVAL).update(
+        status=Run.Status.QUEUED, lease_expires_at=timezone.now() + QUEUE_GRACE
+    )
+    if updated:
+        run.status = Run.Status.QUEUED
+        _enqueue_on_commit(run.pk)
+
+
+def validate_tool_arguments(tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    from agentweb.runs.agents import registry
+
+    tool = registry().get(tool_name)
+    try:
+        return dict(tool.validate(arguments))
+    except Exception as exc:
+        raise InvalidArguments(f"arguments do not fit {tool_name}: {exc}") from exc
+
+
+def do_expire_approvals(now: Any = None) -> int:
+    """Pending approvals past their expiry count as rejected with that reason."""
+    now = now or timezone.now()
+    expired = 0
+    for approval_id in Approval.objects.filter(
+        status=Approval.Status.PENDING, expires_at__lte=now
+    ).values_list("pk", flat=True):
+        with transaction.atomic():
+            won = Approval.objects.filter(pk=approval_id, status=Approval.Status.PENDING).update(
+                status=Approval.Status.EXPIRED,
+                decided_at=now,
+                comment="The approval request expired before anyone decided it.",
+            )
+            if not won:
+                continue
+            expired += 1
+            approval = Approval.objects.get(pk=approval_id)
+            run = Run.objects.select_for_update().get(pk=approval.run_id)
+            audit(
+                "approval_expired",
+                actor=None,
+                run=run,
+                call_id=approval.call_id,
+                tool=approval.tool,
+                arguments=approval.arguments,
+            )
+            append_events(
+                run,
+                [
+                    {
+                        "type": "approval_decided",
+                        "data": {
+                            "call_id": approval.call_id,
+                            "tool": approval.tool,
+                            "decision": "expired",
+                            "comment": approval.comment,
+                            "arguments": approval.arguments,
+                            "edited": False,
+                            "by": None,
+                        },
+                    }
+                ],
+            )
+            publish.approvals_changed_on_commit()
+            _resume_if_ready(run)
+    return expired
+
+
+def approval_expiry() -> Any:
+    return timezone.now() + timedelta(hours=settings.AGENTWEB_APPROVAL_TTL_HOURS)
+
+
+# --- recovery -------------------------------------------------------------------------
+
+
+def do_requeue_stale_runs() -> list[int]:
+    """Runs whose worker stopped renewing its lease go back to the queue (beat job).
+
+    Recovery does not wait for the broker's visibility timeout: the lease is ours."""
+    now = timezone.now()
+    stale = list(
+        Run.objects.filter(
+            status__in=[Run.Status.RUNNING, Run.Status.QUEUED], lease_expires_at__lt=now
+        ).values_list("pk", flat=True)[:500]
+    )
+    with transaction.atomic():
+        # Queued runs get a new pick-up deadline so the next tick does not send them again.
+        Run.objects.filter(pk__in=stale, status=Run.Status.QUEUED).update(
+            lease_expires_at=now + QUEUE_GRACE
+        )
+        for run_id in stale:
+            _enqueue_on_commit(run_id)
+    if stale:
+        log.warning("re-enqueued %d runs whose lease expired: %s", len(stale), stale)
+    return stale
+
+
+def bump_usage(run: Run, usage: Mapping[str, Any]) -> None:
+    """Add one model call's usage to the run (inside the step's transaction)."""
+    current = dict(run.usage or {})
+    for key in ("input_tokens", "output_tokens", "model_calls"):
+        current[key] = int(current.get(key, 0)) + int(usage.get(key, 0))
+    current["cost_usd"] = round(
+        float(current.get("cost_usd", 0)) + float(usage.get("cost_usd", 0)), 6
+    )
+    run.usage = current
+    Run.objects.filter(pk=run.pk).update(usage=current)

@@ -1,0 +1,253 @@
+"""The JSON API (contract in DESIGN §4). Errors are always ``{"error": {"code", "message"}}``.
+
+Auth: ``Authorization: Bearer <token>`` or the browser session (with CSRF).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.middleware.csrf import CsrfViewMiddleware
+from django.utils import timezone
+from django.views.decorators.csrf import csrf_exempt
+
+from agentweb.accounts.models import ApiToken, hash_token
+from agentweb.runs import actions
+from agentweb.runs.models import Approval, Run, RunEvent
+
+View = Callable[..., HttpResponse]
+MAX_EVENTS = 1000
+
+
+def error(status: int, code: str, message: str, details: Any = None) -> JsonResponse:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if details is not None:
+        body["details"] = details
+    return JsonResponse({"error": body}, status=status)
+
+
+def _token_user(request: HttpRequest) -> AbstractBaseUser | None:
+    header = request.headers.get("Authorization", "")
+    scheme, _, raw = header.partition(" ")
+    if scheme.lower() != "bearer" or not raw.strip():
+        return None
+    token = ApiToken.objects.select_related("user").filter(token_hash=hash_token(raw.strip()))
+    found = token.first()
+    if found is None or not found.user.is_active:
+        return None
+    ApiToken.objects.filter(pk=found.pk).update(last_used_at=timezone.now())
+    return found.user
+
+
+def api_view(methods: tuple[str, ...]) -> Callable[[View], View]:
+    """Authenticate (bearer or session+CSRF), check the method, map action errors."""
+
+    def decorate(view: View) -> View:
+        @csrf_exempt
+        @wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if request.method not in methods:
+                return error(405, "method_not_allowed", f"use {' or '.join(methods)}")
+            if "Authorization" in request.headers:
+                user = _token_user(request)
+                if user is None:
+                    return error(401, "unauthenticated", "invalid or unknown bearer token")
+                request.user = user
+            elif request.user.is_authenticated:
+                if request.method not in ("GET", "HEAD", "OPTIONS"):
+                    reason = CsrfViewMiddleware(lambda r: HttpResponse()).process_view(
+                        request, lambda r: HttpResponse(), (), {}
+                    )
+                    if reason is not None:
+                        return error(403, "csrf_failed", "CSRF check failed for this session")
+            else:
+                return error(401, "unauthenticated", "log in or send a bearer token")
+            try:
+                return view(request, *args, **kwargs)
+            except actions.ActionError as exc:
+                return error(exc.status, exc.code, exc.message, exc.details)
+
+        return wrapper
+
+    return decorate
+
+
+def _body(request: HttpRequest) -> dict[str, Any]:
+    if not request.body:
+        return {}
+    try:
+        data = json.loads(request.body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise actions.ActionError(f"request body is not valid JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise actions.ActionError("request body must be a JSON object")
+    return data
+
+
+def visible_runs(user: Any) -> QuerySet[Run]:
+    runs = Run.objects.select_related("agent", "created_by")
+    if user.has_perm("runs.view_all_runs"):
+        return runs
+    return runs.filter(created_by=user)
+
+
+def _get_run(user: Any, run_id: int) -> Run:
+    run = visible_runs(user).filter(pk=run_id).first()
+    if run is None:
+        raise actions.NotFound(f"no run {run_id}")
+    return run
+
+
+def run_json(run: Run) -> dict[str, Any]:
+    return {
+        "id": run.pk,
+        "status": run.status,
+        "task": run.task,
+        "agent": run.agent.name,
+        "model": run.model,
+        "ticket": run.ticket_id,
+        "final_answer": run.final_answer or None,
+        "failure_reason": run.failure_reason or None,
+        "created_by": run.created_by.get_username(),
+        "created_at": run.created_at.isoformat(),
+        "started_at": run.started_at.isoformat() if run.started_at else None,
+        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        "last_seq": run.last_seq,
+        "usage": run.usage or {},
+    }
+
+
+def _int_param(request: HttpRequest, name: str, default: int) -> int:
+    raw = request.GET.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise actions.ActionError(f"{name} must be an integer, got {raw!r}") from None
+    if value < 0:
+        raise actions.ActionError(f"{name} must not be negative")
+    return value
+
+
+@api_view(("GET", "POST"))
+def runs(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        if not request.user.has_perm("runs.add_run"):
+            raise actions.NotAllowed("you may not start runs")
+        data = _body(request)
+        task = data.get("task", "")
+        if not isinstance(task, str):
+            raise actions.ActionError("task must be a string")
+        agent = data.get("agent")
+        if agent is not None and not isinstance(agent, str):
+            raise actions.ActionError("agent must be a string")
+        ticket = data.get("ticket")
+        if ticket is not None and (isinstance(ticket, bool) or not isinstance(ticket, int)):
+            raise actions.ActionError("ticket must be an integer id")
+        if not task.strip() and ticket is None:
+            raise actions.ActionError("task must not be empty")
+        run = actions.do_create_run(
+            user=request.user, task=task, agent_name=agent, ticket_id=ticket
+        )
+        run = Run.objects.select_related("agent", "created_by").get(pk=run.pk)
+        return JsonResponse(run_json(run), status=201)
+    qs = visible_runs(request.user)
+    status = request.GET.get("status")
+    if status:
+        if status not in Run.Status.values:
+            raise actions.ActionError(
+                f"unknown status {status!r}; one of {', '.join(Run.Status.values)}"
+            )
+        qs = qs.filter(status=status)
+    q = request.GET.get("q", "").strip()
+    if q:
+        qs = qs.filter(Q(task__icontains=q) | Q(final_answer__icontains=q))
+    limit = min(_int_param(request, "limit", 50), 200)
+    return JsonResponse({"runs": [run_json(r) for r in qs[:limit]]})
+
+
+@api_view(("GET",))
+def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+    return JsonResponse(run_json(_get_run(request.user, run_id)))
+
+
+@api_view(("GET",))
+def run_events(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = _get_run(request.user, run_id)
+    after = _int_param(request, "after", 0)
+    events = RunEvent.objects.filter(run=run, seq__gt=after).order_by("seq")[:MAX_EVENTS]
+    return JsonResponse({"events": [e.as_json() for e in events]})
+
+
+@api_view(("POST",))
+def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = _get_run(request.user, run_id)
+    if not (request.user.has_perm("runs.cancel_run") or run.created_by_id == request.user.pk):
+        raise actions.NotAllowed("you may not cancel this run")
+    run = actions.do_request_cancel(run, request.user)
+    return JsonResponse(run_json(Run.objects.select_related("agent", "created_by").get(pk=run.pk)))
+
+
+@api_view(("GET",))
+def approvals(request: HttpRequest) -> HttpResponse:
+    qs = Approval.objects.select_related("decided_by").filter(run__in=visible_runs(request.user))
+    status = request.GET.get("status")
+    if status:
+        if status not in Approval.Status.values:
+            raise actions.ActionError(
+                f"unknown status {status!r}; one of {', '.join(Approval.Status.values)}"
+            )
+        qs = qs.filter(status=status)
+    limit = min(_int_param(request, "limit", 100), 500)
+    return JsonResponse({"approvals": [a.as_json() for a in qs.order_by("requested_at")[:limit]]})
+
+
+@api_view(("POST",))
+def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
+    data = _body(request)
+    arguments = data.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
+        raise actions.InvalidArguments("arguments must be a JSON object")
+    comment = data.get("comment", "")
+    if not isinstance(comment, str):
+        raise actions.ActionError("comment must be a string")
+    approval = actions.do_decide_approval(
+        approval_id=approval_id,
+        user=request.user,
+        decision=str(data.get("decision", "")),
+        comment=comment,
+        arguments=arguments,
+    )
+    return JsonResponse(approval.as_json())
+
+
+@api_view(("GET",))
+def tickets(request: HttpRequest) -> HttpResponse:
+    from agentweb.shop.models import Ticket
+
+    qs = Ticket.objects.select_related("customer")
+    status = request.GET.get("status")
+    if status:
+        qs = qs.filter(status=status)
+    return JsonResponse(
+        {
+            "tickets": [
+                {
+                    "id": t.pk,
+                    "subject": t.subject,
+                    "body": t.body,
+                    "customer": t.customer.code,
+                    "customer_name": t.customer.name,
+                    "status": t.status,
+                }
+                for t in qs[:500]
+            ]
+        }
+    )

@@ -1,0 +1,14 @@
+from django.urls import path
+
+from agentweb.runs import api, openapi
+
+urlpatterns = [
+    path("openapi.json", openapi.openapi_json, name="api-openapi"),
+    path("runs", api.runs, name="api-runs"),
+    path("runs/<int:run_id>", api.run_detail, name="api-run"),
+    path("runs/<int:run_id>/events", api.run_events, name="api-run-events"),
+    path("runs/<int:run_id>/cancel", api.run_cancel, name="api-run-cancel"),
+    path("tickets", api.tickets, name="api-tickets"),
+    path("approvals", api.approvals, name="api-approvals"),
+    path("approvals/<int:approval_id>/decide", api.approval_decide, name="api-approval-decide"),
+]

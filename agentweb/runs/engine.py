@@ -1,0 +1,325 @@
+"""Drive one run through the runtime, one stored step at a time.
+
+A worker claims the run with a conditional UPDATE and holds a lease it renews while it
+works. Each runtime step is persisted (events, loop state, usage) in one transaction
+that also checks the lease is still ours; events are published after commit. When the
+runtime needs a human the run becomes ``waiting_approval`` and this returns: nothing
+here waits for a person.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterable
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, transaction
+from django.db.models import F, Q
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from agentweb.runs import actions, publish
+from agentweb.runs.agents import build_agent, registry
+from agentweb.runs.journal import DbJournal
+from agentweb.runs.models import Approval, Run, ToolExecution, arguments_hash
+from agentweb.runtime.loop import (
+    Agent,
+    Cancelled,
+    Decision,
+    Failed,
+    Finished,
+    LoopState,
+    NeedsApproval,
+)
+from agentweb.runtime.tools import ToolContext
+
+log = logging.getLogger(__name__)
+
+WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
+
+
+class LeaseLost(Exception):
+    """Another worker took the run over; stop without writing anything."""
+
+
+def _lease() -> timedelta:
+    return timedelta(seconds=settings.AGENTWEB_LEASE_SECONDS)
+
+
+def claim(run_id: int, owner: str) -> bool:
+    """Take the run if it is queued, or running under a lease that expired."""
+    now = timezone.now()
+    return bool(
+        Run.objects.filter(pk=run_id)
+        .filter(
+            Q(status=Run.Status.QUEUED) | Q(status=Run.Status.RUNNING, lease_expires_at__lt=now)
+        )
+        .update(
+            status=Run.Status.RUNNING,
+            lease_owner=owner,
+            lease_expires_at=now + _lease(),
+            attempts=F("attempts") + 1,
+            started_at=Coalesce(F("started_at"), now),
+        )
+    )
+
+
+class _Heartbeat(threading.Thread):
+    """Renews the lease while the worker is busy inside a long model or tool call."""
+
+    def __init__(self, run_id: int, owner: str) -> None:
+        super().__init__(daemon=True, name=f"lease-{run_id}")
+        self.run_id, self.owner = run_id, owner
+        self.stopped = threading.Event()
+        self.lost = threading.Event()
+
+    def run(self) -> None:
+        interval = max(0.5, settings.AGENTWEB_LEASE_SECONDS / 3)
+        try:
+            while not self.stopped.wait(interval):
+                renewed = Run.objects.filter(
+                    pk=self.run_id, lease_owner=self.owner, status=Run.Status.RUNNING
+                ).update(lease_expires_at=timezone.now() + _lease())
+                if not renewed:
+                    self.lost.set()
+                    return
+        finally:
+            close_old_connections()
+
+
+def execute_run(run_id: int) -> str | None:
+    """Claim and advance a run until it finishes, fails, is cancelled or needs a human.
+
+    Returns the run's final status for this attempt, or None when it was not ours."""
+    owner = f"{WORKER_ID}:{uuid.uuid4().hex[:8]}"
+    if not claim(run_id, owner):
+        return None
+    heartbeat = _Heartbeat(run_id, owner)
+    heartbeat.start()
+    try:
+        return _drive(run_id, owner, heartbeat)
+    except LeaseLost:
+        log.warning("run %s: lease lost to another worker; stopping", run_id)
+        return None
+    finally:
+        heartbeat.stopped.set()
+
+
+def _drive(run_id: int, owner: str, heartbeat: _Heartbeat) -> str:
+    run = Run.objects.select_related("agent", "created_by", "ticket__customer").get(pk=run_id)
+    journal = DbJournal(run, risk_of=lambda name: _risk(run, name))
+    agent = build_agent(run, journal)
+    context = ToolContext(
+        call_id="",
+        run_id=str(run.pk),
+        user=run.created_by.get_username(),
+        ticket_id=str(run.ticket_id) if run.ticket_id else None,
+        extra={},
+    )
+    if run.state is None:
+        state = agent.start(run.task, context={"ticket_id": run.ticket_id})
+    else:
+        state = LoopState.from_json(run.state)
+        decisions = _decisions_for(run, state, agent)
+        if decisions:
+            events = agent.decide(state, decisions)
+            _persist(run, owner, state, [e.to_json() for e in events], None)
+    while True:
+        if heartbeat.lost.is_set():
+            raise LeaseLost
+        if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
+            return _persist(run, owner, state, [], Cancelled())
+        deltas = _DeltaPublisher(run.pk) if agent.config.stream else None
+        step = agent.step(state, on_delta=deltas, tool_context=context)
+        outcome = step.outcome
+        status = _persist(run, owner, state, [e.to_json() for e in step.events], outcome)
+        if outcome is not None:
+            return status
+
+
+def _risk(run: Run, tool_name: str) -> str:
+    override = (run.agent.risk_overrides or {}).get(tool_name)
+    if override:
+        return str(override)
+    try:
+        return str(registry().get(tool_name).risk)
+    except KeyError:
+        return "low"
+
+
+def _decisions_for(run: Run, state: LoopState, agent: Agent) -> list[Decision]:
+    """Decided approvals whose calls the loop still waits for, as runtime decisions.
+
+    The executor re-checks the hash of the arguments the approver saw: a mismatch is
+    refused (fail closed) rather than executed."""
+    waiting = {p.call_id for p in state.pending_approvals}
+    decisions = []
+    for approval in Approval.objects.filter(run=run, call_id__in=waiting).exclude(
+        status=Approval.Status.PENDING
+    ):
+        if approval.status == Approval.Status.APPROVED:
+            final_args = approval.edited_arguments or approval.arguments
+            if arguments_hash(final_args) != approval.approved_hash:
+                decisions.append(
+                    Decision(
+                        call_id=approval.call_id,
+                        approved=False,
+                        comment="Refused: the approved arguments changed after the decision.",
+                    )
+                )
+                continue
+            if approval.reason == "unknown_outcome":
+                # A person confirmed the earlier attempt did not happen: allow one new try.
+                ToolExecution.objects.filter(
+                    run=run, call_id=approval.call_id, status=ToolExecution.Status.UNKNOWN
+                ).delete()
+            decisions.append(
+                Decision(
+                    call_id=approval.call_id,
+                    approved=True,
+                    comment=approval.comment,
+                    arguments=approval.edited_arguments,
+                )
+            )
+        else:
+            decisions.append(
+                Decision(
+                    call_id=approval.call_id,
+                    approved=False,
+                    comment=approval.comment or f"Call {approval.status}.",
+                )
+            )
+    return decisions
+
+
+def _persist(
+    run: Run,
+    owner: str,
+    state: LoopState,
+    events: Iterable[dict[str, Any]],
+    outcome: Any,
+) -> str:
+    """Store one step: events, loop state, usage and the outcome, if ours still."""
+    events = list(events)
+    with transaction.atomic():
+        locked = Run.objects.select_for_update().get(pk=run.pk)
+        if locked.lease_owner != owner or locked.status != Run.Status.RUNNING:
+            raise LeaseLost
+        run.last_seq, run.status = locked.last_seq, locked.status
+        for event in events:
+            if event["type"] == "model_called":
+                tokens = event["data"].get("tokens") or {}
+                actions.bump_usage(
+                    locked,
+                    {
+                        "input_tokens": tokens.get("input", 0),
+                        "output_tokens": tokens.get("output", 0),
+                        "model_calls": 1,
+                        "cost_usd": event["data"].get("cost_usd", 0),
+                    },
+                )
+        update: dict[str, Any] = {
+            "state": state.to_json(),
+            "lease_expires_at": timezone.now() + _lease(),
+        }
+        if isinstance(outcome, Finished):
+            update.update(
+                status=Run.Status.SUCCEEDED,
+                final_answer=outcome.answer,
+                decided_by=outcome.decided_by,
+                finished_at=timezone.now(),
+                lease_owner="",
+                lease_expires_at=None,
+            )
+        elif isinstance(outcome, Failed):
+            update.update(
+                status=Run.Status.FAILED,
+                failure_reason=outcome.reason,
+                finished_at=timezone.now(),
+                lease_owner="",
+                lease_expires_at=None,
+            )
+        elif isinstance(outcome, NeedsApproval):
+            _open_approvals(locked, outcome, events)
+            update.update(status=Run.Status.WAITING_APPROVAL, lease_owner="", lease_expires_at=None)
+        for key, value in update.items():
+            setattr(run, key, value)
+        Run.objects.filter(pk=run.pk).update(**update)
+        run.last_seq = locked.last_seq
+        if isinstance(outcome, Cancelled):
+            actions.finish_cancelled(run, by="request")
+        else:
+            actions.append_events(run, events)
+        return run.status
+
+
+def _open_approvals(run: Run, outcome: NeedsApproval, events: list[dict[str, Any]]) -> None:
+    announced = {e["data"].get("call_id") for e in events if e["type"] == "approval_requested"}
+    expires = actions.approval_expiry()
+    for pending in outcome.calls:
+        _, created = Approval.objects.get_or_create(
+            run=run,
+            call_id=pending.call_id,
+            defaults={
+                "tool": pending.tool,
+                "arguments": pending.arguments,
+                "arguments_hash": arguments_hash(pending.arguments),
+                "risk": pending.risk,
+                "reason": pending.reason or "",
+                "expires_at": expires,
+            },
+        )
+        if pending.reason == "unknown_outcome":
+            ToolExecution.objects.filter(
+                run=run, call_id=pending.call_id, status=ToolExecution.Status.STARTED
+            ).update(status=ToolExecution.Status.UNKNOWN)
+        if created and pending.call_id not in announced:
+            events.append(
+                {
+                    "type": "approval_requested",
+                    "data": {
+                        "call_id": pending.call_id,
+                        "tool": pending.tool,
+                        "arguments": pending.arguments,
+                        "risk": pending.risk,
+                        "reason": pending.reason or "",
+                    },
+                }
+            )
+        if created:
+            actions.audit(
+                "approval_requested",
+                actor=None,
+                run=run,
+                call_id=pending.call_id,
+                tool=pending.tool,
+                arguments=pending.arguments,
+                risk=pending.risk,
+            )
+    publish.approvals_changed_on_commit()
+
+
+class _DeltaPublisher:
+    """Streams model text to the page as it arrives: a preview, not a stored step.
+
+    The stored ``model_called`` event that follows replaces it."""
+
+    def __init__(self, run_id: int, interval: float = 0.05) -> None:
+        self.group = publish.run_group(run_id)
+        self.interval = interval
+        self.buffer: list[str] = []
+        self.last = 0.0
+
+    def __call__(self, text: str) -> None:
+        self.buffer.append(text)
+        now = time.monotonic()
+        if now - self.last >= self.interval:
+            self.last = now
+            publish.send_now(self.group, {"type": "run.delta", "text": "".join(self.buffer)})

@@ -1,0 +1,224 @@
+"""Runs and everything recorded about them. PostgreSQL is the only source of truth."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from django.conf import settings
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import models
+
+
+def arguments_hash(arguments: dict[str, Any]) -> str:
+    """Stable hash of tool arguments (key order and whitespace do not matter)."""
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), cls=DjangoJSONEncoder)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class AgentProfile(models.Model):
+    name = models.SlugField(max_length=60, unique=True)
+    description = models.CharField(max_length=300, blank=True)
+    system_prompt = models.TextField(
+        help_text="Template; variables: {{user}}, {{now}}, {{ticket}}, {{customer}}, {{tools}}"
+    )
+    model = models.CharField(
+        max_length=120, blank=True, help_text="Blank: the installation's AGENTWEB_MODEL"
+    )
+    allowed_tools = models.JSONField(
+        default=list, blank=True, help_text="Tool names; empty means every registered tool"
+    )
+    max_iterations = models.PositiveSmallIntegerField(default=20)
+    risk_overrides = models.JSONField(
+        default=dict, blank=True, help_text='{"tool": "low"|"medium"|"high"}'
+    )
+    approval_policies = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='{"tool": "always"|"never"|{"argument": "amount", "at_least": 20}}',
+    )
+    context_budget_tokens = models.PositiveIntegerField(default=16000)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        WAITING_APPROVAL = "waiting_approval"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    ACTIVE = (Status.QUEUED, Status.RUNNING, Status.WAITING_APPROVAL)
+    FINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
+
+    task = models.TextField()
+    agent = models.ForeignKey(AgentProfile, on_delete=models.PROTECT, related_name="runs")
+    model = models.CharField(max_length=120, blank=True)
+    ticket = models.ForeignKey(
+        "shop.Ticket", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="runs"
+    )
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.QUEUED)
+    final_answer = models.TextField(blank=True)
+    failure_reason = models.TextField(blank=True)
+    decided_by = models.CharField(max_length=20, blank=True)
+    usage = models.JSONField(default=dict, blank=True)
+    state = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    last_seq = models.PositiveIntegerField(default=0)
+    cancel_requested = models.BooleanField(default=False)
+    lease_owner = models.CharField(max_length=100, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+        permissions = [
+            ("cancel_run", "Can cancel runs"),
+            ("view_all_runs", "Can see runs started by others"),
+        ]
+        indexes = [models.Index(fields=["status", "lease_expires_at"])]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} ({self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in self.ACTIVE
+
+
+class RunEvent(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    type = models.CharField(max_length=40)
+    data = models.JSONField(default=dict, encoder=DjangoJSONEncoder)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["run", "seq"], name="runevent_seq_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}#{self.seq} {self.type}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {"seq": self.seq, "type": self.type, "at": self.at.isoformat(), "data": self.data}
+
+
+class ToolExecution(models.Model):
+    class Status(models.TextChoices):
+        STARTED = "started"
+        SUCCEEDED = "succeeded"
+        FAILED = "failed"
+        UNKNOWN = "unknown"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="executions")
+    call_id = models.CharField(max_length=120)
+    tool = models.CharField(max_length=100)
+    arguments = models.JSONField(default=dict, encoder=DjangoJSONEncoder)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.STARTED)
+    result = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    duration_ms = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "call_id"], name="toolexecution_call_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} {self.call_id} ({self.status})"
+
+
+class Approval(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending"
+        APPROVED = "approved"
+        REJECTED = "rejected"
+        EXPIRED = "expired"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
+    call_id = models.CharField(max_length=120)
+    tool = models.CharField(max_length=100)
+    arguments = models.JSONField(default=dict, encoder=DjangoJSONEncoder)
+    arguments_hash = models.CharField(max_length=64)
+    risk = models.CharField(max_length=10)
+    reason = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=20, choices=Status.choices, default=Status.PENDING)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    decided_at = models.DateTimeField(null=True, blank=True)
+    comment = models.TextField(blank=True)
+    edited_arguments = models.JSONField(null=True, blank=True, encoder=DjangoJSONEncoder)
+    approved_hash = models.CharField(max_length=64, blank=True)
+    requested_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["requested_at"]
+        permissions = [("decide_approval", "Can approve or reject tool calls")]
+        constraints = [
+            models.UniqueConstraint(fields=["run", "call_id"], name="approval_call_unique")
+        ]
+        indexes = [models.Index(fields=["status", "requested_at"])]
+
+    def __str__(self) -> str:
+        return f"{self.tool} for run {self.run_id} ({self.status})"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.pk,
+            "run": self.run_id,
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "arguments": self.arguments,
+            "risk": self.risk,
+            "reason": self.reason,
+            "status": self.status,
+            "requested_at": self.requested_at.isoformat(),
+            "expires_at": self.expires_at.isoformat(),
+            "decided_by": self.decided_by.get_username() if self.decided_by else None,
+            "decided_at": self.decided_at.isoformat() if self.decided_at else None,
+            "comment": self.comment,
+            "edited_arguments": self.edited_arguments,
+        }
+
+
+class AuditEntry(models.Model):
+    """Append-only: rows are created, never changed or deleted through the ORM."""
+
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    action = models.CharField(max_length=60)
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.PROTECT, related_name="+")
+    data = models.JSONField(default=dict, encoder=DjangoJSONEncoder)
+
+    class Meta:
+        ordering = ["-at"]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.action}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise ValueError("audit entries are append-only")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        raise ValueError("audit entries are append-only")

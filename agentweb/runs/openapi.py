@@ -1,0 +1,323 @@
+"""The OpenAPI 3.1 document of the JSON API, served at /api/openapi.json."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, JsonResponse
+
+from agentweb.runs.models import Approval, Run
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+_ERRORS = {
+    code: _json(_ref("Error"), text)
+    for code, text in {
+        "400": "Bad request",
+        "401": "Not authenticated",
+        "403": "Not allowed",
+        "404": "Not found",
+        "409": "Conflict",
+        "422": "Invalid tool arguments",
+    }.items()
+}
+
+
+def _errors(*codes: str) -> dict[str, Any]:
+    return {c: _ERRORS[c] for c in codes}
+
+
+_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}
+
+SCHEMAS: dict[str, Any] = {
+    "Error": {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["code", "message"],
+                "properties": {
+                    "code": {"type": "string"},
+                    "message": {"type": "string"},
+                    "details": {},
+                },
+            }
+        },
+    },
+    "Run": {
+        "type": "object",
+        "required": [
+            "id",
+            "status",
+            "task",
+            "agent",
+            "final_answer",
+            "created_by",
+            "created_at",
+            "finished_at",
+            "usage",
+        ],
+        "properties": {
+            "id": {"type": "integer"},
+            "status": {"type": "string", "enum": list(Run.Status.values)},
+            "task": {"type": "string"},
+            "agent": {"type": "string"},
+            "model": {"type": "string"},
+            "ticket": {"type": ["integer", "null"]},
+            "final_answer": {"type": ["string", "null"]},
+            "failure_reason": {"type": ["string", "null"]},
+            "created_by": {"type": "string"},
+            "created_at": {"type": "string", "format": "date-time"},
+            "started_at": {"type": ["string", "null"], "format": "date-time"},
+            "finished_at": {"type": ["string", "null"], "format": "date-time"},
+            "last_seq": {"type": "integer"},
+            "usage": {
+                "type": "object",
+                "properties": {
+                    "input_tokens": {"type": "integer"},
+                    "output_tokens": {"type": "integer"},
+                    "model_calls": {"type": "integer"},
+                    "cost_usd": {"type": "number"},
+                },
+            },
+        },
+    },
+    "Event": {
+        "type": "object",
+        "required": ["seq", "type", "at", "data"],
+        "properties": {
+            "seq": {"type": "integer", "minimum": 1},
+            "type": {
+                "type": "string",
+                "enum": [
+                    "run_started",
+                    "model_called",
+                    "tool_call_started",
+                    "tool_call_finished",
+                    "approval_requested",
+                    "approval_decided",
+                    "context_compacted",
+                    "run_finished",
+                    "run_failed",
+                    "run_cancelled",
+                ],
+            },
+            "at": {"type": "string", "format": "date-time"},
+            "data": {"type": "object"},
+        },
+    },
+    "Approval": {
+        "type": "object",
+        "required": [
+            "id",
+            "run",
+            "call_id",
+            "tool",
+            "arguments",
+            "risk",
+            "status",
+            "requested_at",
+            "expires_at",
+        ],
+        "properties": {
+            "id": {"type": "integer"},
+            "run": {"type": "integer"},
+            "call_id": {"type": "string"},
+            "tool": {"type": "string"},
+            "arguments": {"type": "object"},
+            "risk": {"type": "string", "enum": ["low", "medium", "high"]},
+            "reason": {"type": "string"},
+            "status": {"type": "string", "enum": list(Approval.Status.values)},
+            "requested_at": {"type": "string", "format": "date-time"},
+            "expires_at": {"type": "string", "format": "date-time"},
+            "decided_by": {"type": ["string", "null"]},
+            "comment": {"type": "string"},
+            "edited_arguments": {"type": ["object", "null"]},
+        },
+    },
+    "Ticket": {
+        "type": "object",
+        "required": ["id", "subject", "body", "customer", "status"],
+        "properties": {
+            "id": {"type": "integer"},
+            "subject": {"type": "string"},
+            "body": {"type": "string"},
+            "customer": {"type": "string"},
+            "customer_name": {"type": "string"},
+            "status": {"type": "string"},
+        },
+    },
+}
+
+PATHS: dict[str, Any] = {
+    "/api/runs": {
+        "get": {
+            "summary": "List runs (newest first)",
+            "parameters": [
+                {
+                    "name": "status",
+                    "in": "query",
+                    "schema": {"type": "string", "enum": list(Run.Status.values)},
+                },
+                {
+                    "name": "q",
+                    "in": "query",
+                    "schema": {"type": "string"},
+                    "description": "Text in the task or the final answer",
+                },
+                {"name": "limit", "in": "query", "schema": {"type": "integer", "maximum": 200}},
+            ],
+            "responses": {
+                "200": _json(
+                    {
+                        "type": "object",
+                        "properties": {"runs": {"type": "array", "items": _ref("Run")}},
+                    }
+                ),
+                **_errors("400", "401"),
+            },
+        },
+        "post": {
+            "summary": "Start a run",
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "type": "object",
+                            "required": ["task"],
+                            "properties": {
+                                "task": {"type": "string"},
+                                "agent": {"type": "string"},
+                                "ticket": {"type": "integer"},
+                            },
+                        }
+                    }
+                },
+            },
+            "responses": {
+                "201": _json(_ref("Run"), "Created"),
+                **_errors("400", "401", "403", "404"),
+            },
+        },
+    },
+    "/api/runs/{id}": {
+        "get": {
+            "summary": "One run",
+            "parameters": [_ID],
+            "responses": {"200": _json(_ref("Run")), **_errors("401", "404")},
+        }
+    },
+    "/api/runs/{id}/events": {
+        "get": {
+            "summary": "Events of a run after a sequence number, in order",
+            "parameters": [
+                _ID,
+                {"name": "after", "in": "query", "schema": {"type": "integer", "minimum": 0}},
+            ],
+            "responses": {
+                "200": _json(
+                    {
+                        "type": "object",
+                        "properties": {"events": {"type": "array", "items": _ref("Event")}},
+                    }
+                ),
+                **_errors("400", "401", "404"),
+            },
+        }
+    },
+    "/api/runs/{id}/cancel": {
+        "post": {
+            "summary": "Cancel a queued, running or waiting run",
+            "parameters": [_ID],
+            "responses": {"200": _json(_ref("Run")), **_errors("401", "403", "404", "409")},
+        }
+    },
+    "/api/tickets": {
+        "get": {
+            "summary": "Tickets",
+            "parameters": [{"name": "status", "in": "query", "schema": {"type": "string"}}],
+            "responses": {
+                "200": _json(
+                    {
+                        "type": "object",
+                        "properties": {"tickets": {"type": "array", "items": _ref("Ticket")}},
+                    }
+                ),
+                **_errors("401"),
+            },
+        }
+    },
+    "/api/approvals": {
+        "get": {
+            "summary": "Approval requests, oldest first",
+            "parameters": [
+                {
+                    "name": "status",
+                    "in": "query",
+                    "schema": {"type": "string", "enum": list(Approval.Status.values)},
+                }
+            ],
+            "responses": {
+                "200": _json(
+                    {
+                        "type": "object",
+                        "properties": {"approvals": {"type": "array", "items": _ref("Approval")}},
+                    }
+                ),
+                **_errors("400", "401"),
+            },
+        }
+    },
+    "/api/approvals/{id}/decide": {
+        "post": {
+            "summary": "Approve (optionally with edited arguments) or reject a pending call",
+            "parameters": [_ID],
+            "requestBody": {
+                "required": True,
+                "content": {
+                    "application/json": {
+                        "schema": {
+                            "type": "object",
+                            "required": ["decision"],
+                            "properties": {
+                                "decision": {"type": "string", "enum": ["approve", "reject"]},
+                                "comment": {"type": "string"},
+                                "arguments": {"type": "object"},
+                            },
+                        }
+                    }
+                },
+            },
+            "responses": {
+                "200": _json(_ref("Approval")),
+                **_errors("400", "401", "403", "404", "409", "422"),
+            },
+        }
+    },
+}
+
+
+def document() -> dict[str, Any]:
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "agentweb API", "version": "1"},
+        "components": {
+            "schemas": SCHEMAS,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
+        },
+        "security": [{"bearer": []}],
+        "paths": PATHS,
+    }
+
+
+def openapi_json(request: HttpRequest) -> JsonResponse:
+    return JsonResponse(document())

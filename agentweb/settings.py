@@ -1,0 +1,190 @@
+"""agentweb settings: everything configurable comes from the environment (see README)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from django.core.exceptions import ImproperlyConfigured
+
+from agentweb.env import (
+    database_from_url,
+    env_bool,
+    env_int,
+    env_list,
+    env_str,
+    model_spec,
+    redis_urls,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_str("SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
+    SECRET_KEY = "dev-only-insecure-key-" + "x" * 40
+if not DEBUG and len(SECRET_KEY) < 50:
+    raise ImproperlyConfigured("SECRET_KEY must be at least 50 characters when DEBUG is off")
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"] if DEBUG else [])
+if not DEBUG and not ALLOWED_HOSTS:
+    raise ImproperlyConfigured("ALLOWED_HOSTS must be set when DEBUG is off")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+for _origin in CSRF_TRUSTED_ORIGINS:
+    if not _origin.startswith(("http://", "https://")):
+        raise ImproperlyConfigured(
+            f"CSRF_TRUSTED_ORIGINS entries must start with http:// or https://, got {_origin!r}"
+        )
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "channels",
+    "django_htmx",
+    "agentweb.accounts",
+    "agentweb.shop",
+    "agentweb.runs",
+    "agentweb.web",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "agentweb.urls"
+ASGI_APPLICATION = "agentweb.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "agentweb.web.context.navigation",
+            ],
+        },
+    },
+]
+
+# --- Database: PostgreSQL only (the embedded default is started by agentweb.devstack).
+_database_url = env_str("DATABASE_URL")
+if not _database_url:
+    raise ImproperlyConfigured(
+        "DATABASE_URL is not set: point it at PostgreSQL, or start through `make run` / "
+        "`make test`, which start an embedded PostgreSQL when it is unset"
+    )
+DATABASES = {"default": database_from_url(_database_url)}
+DATABASES["default"]["CONN_MAX_AGE"] = env_int("DB_CONN_MAX_AGE", 60, minimum=0)
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis: Celery broker and the channel layer.
+REDIS_URL = env_str("REDIS_URL")
+if not REDIS_URL:
+    raise ImproperlyConfigured(
+        "REDIS_URL is not set: point it at Redis, or start through `make run` / `make test`, "
+        "which start an embedded Redis when it is unset"
+    )
+CELERY_BROKER_URL, _channels_redis = redis_urls(REDIS_URL)
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [_channels_redis], "capacity": 1500, "expiry": 30},
+    }
+}
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+
+# --- Agent configuration.
+AGENTWEB_MODEL = model_spec(env_str("AGENTWEB_MODEL", "demo"))
+AGENTWEB_STREAM = env_bool("AGENTWEB_STREAM", True)
+AGENTWEB_TOOLS = env_list("AGENTWEB_TOOLS", ["tools.ticket"])
+if not AGENTWEB_TOOLS:
+    raise ImproperlyConfigured("AGENTWEB_TOOLS must name at least one module")
+AGENTWEB_LEASE_SECONDS = env_int("AGENTWEB_LEASE_SECONDS", 30, minimum=2)
+AGENTWEB_APPROVAL_TTL_HOURS = env_int("AGENTWEB_APPROVAL_TTL_HOURS", 24, minimum=1)
+for _name in ("OPENAI", "ANTHROPIC"):
+    _base = env_str(f"{_name}_BASE_URL")
+    if _base and not _base.startswith(("http://", "https://")):
+        raise ImproperlyConfigured(f"{_name}_BASE_URL must start with http:// or https://")
+
+# --- Auth.
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/tickets/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env_str("TIME_ZONE", "UTC")
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEBUG
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
+
+# --- Security (production defaults; `manage.py check --deploy` passes with DEBUG off).
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+if not DEBUG:
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31536000, minimum=0)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {"httpx": {"level": "WARNING"}, "daphne": {"level": "WARNING"}},
+}
+WHITENOISE_USE_FINDERS = DEBUG

@@ -1,0 +1,193 @@
+"""Shared fixtures. The live stack (Daphne + a real Celery worker) runs as subprocesses
+against the test database, so end-to-end tests see what users see."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _database_url(db: dict[str, Any]) -> str:
+    user = quote(db.get("USER") or "")
+    password = quote(db.get("PASSWORD") or "")
+    auth = f"{user}:{password}@" if password else (f"{user}@" if user else "")
+    host = db.get("HOST") or ""
+    port = f":{db['PORT']}" if db.get("PORT") else ""
+    if host.startswith("/"):
+        return f"postgresql://{auth}/{db['NAME']}?host={host}"
+    return f"postgresql://{auth}{host}{port}/{db['NAME']}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="session")
+def stack_env(django_db_setup: None) -> dict[str, str]:
+    """Environment for subprocesses: the test database, the test Redis."""
+    from django.conf import settings
+
+    env = dict(os.environ)
+    env["DATABASE_URL"] = _database_url(settings.DATABASES["default"])
+    env["DEBUG"] = "1"
+    env["PYTHONUNBUFFERED"] = "1"
+    env.setdefault("AGENTWEB_LEASE_SECONDS", "30")
+    return env
+
+
+class Proc:
+    def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
+        self.name, self.argv, self.env, self.log_path = name, argv, env, log
+        self.log = open(log, "wb")  # noqa: SIM115 - closed in stop()
+        self.proc = subprocess.Popen(
+            argv,
+            cwd=ROOT,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def output(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def kill9(self) -> None:
+        os.killpg(self.proc.pid, 9)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, 15)
+                self.proc.wait(timeout=15)
+            except (subprocess.TimeoutExpired, ProcessLookupError):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self.proc.pid, 9)
+                self.proc.wait()
+        self.log.close()
+
+
+def start_worker(
+    env: dict[str, str], tmp: Path, name: str = "worker", concurrency: int = 4
+) -> Proc:
+    proc = Proc(
+        name,
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "agentweb",
+            "worker",
+            "-P",
+            "threads",
+            "-c",
+            str(concurrency),
+            "-l",
+            "INFO",
+            "-n",
+            f"{name}-{os.getpid()}@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ],
+        env,
+        tmp / f"{name}.log",
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if "ready." in proc.output():
+            return proc
+        if proc.proc.poll() is not None:
+            raise RuntimeError(f"worker exited early:\n{proc.output()}")
+        time.sleep(0.1)
+    proc.stop()
+    raise RuntimeError(f"worker not ready in 60s:\n{proc.output()}")
+
+
+def start_web(env: dict[str, str], tmp: Path) -> tuple[Proc, str]:
+    port = free_port()
+    proc = Proc(
+        "web",
+        [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "agentweb.asgi:application",
+        ],
+        env,
+        tmp / "web.log",
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/accounts/login/", timeout=1).status_code == 200:
+                return proc, url
+        except httpx.HTTPError:
+            pass
+        if proc.proc.poll() is not None:
+            raise RuntimeError(f"web exited early:\n{proc.output()}")
+        time.sleep(0.1)
+    proc.stop()
+    raise RuntimeError(f"web not ready in 60s:\n{proc.output()}")
+
+
+@pytest.fixture(scope="session")
+def worker(stack_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proc]:
+    proc = start_worker(stack_env, tmp_path_factory.mktemp("worker"))
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="session")
+def web(stack_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    proc, url = start_web(stack_env, tmp_path_factory.mktemp("web"))
+    yield url
+    proc.stop()
+
+
+@pytest.fixture
+def demo(transactional_db: None) -> dict[str, Any]:
+    """Demo users, roles, agent profiles and shop, committed so other processes see them."""
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    os.environ.setdefault("AGENTWEB_DEMO_PASSWORD", "demo-pass-123")
+    call_command("seed_demo", stdout=open(os.devnull, "w"))  # noqa: SIM115
+    User = get_user_model()
+    return {
+        "password": os.environ["AGENTWEB_DEMO_PASSWORD"],
+        "operator": User.objects.get(username="operator"),
+        "approver": User.objects.get(username="approver"),
+        "admin": User.objects.get(username="admin"),
+    }
+
+
+def wait_for(predicate: Any, timeout: float = 30.0, interval: float = 0.05) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met in {timeout}s")
