@@ -1,0 +1,119 @@
+"""Running tool calls: a long-lived shared thread pool, per-call timeouts, errors turned
+into results, and results cut for the model while the full value is kept for the record."""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import json
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel
+
+from .tools import Tool, ToolContext
+
+__all__ = ["ToolResult", "format_for_model", "run_tools", "shared_pool", "to_jsonable"]
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+POOL_SIZE = 32
+
+
+def shared_pool() -> ThreadPoolExecutor:
+    """The process-wide pool tools run in (created once; tools may hold DB connections
+    per thread, so threads are reused rather than created per step)."""
+    global _POOL
+    if _POOL is None:
+        with _POOL_LOCK:
+            if _POOL is None:
+                _POOL = ThreadPoolExecutor(POOL_SIZE, thread_name_prefix="agentweb-tool")
+                atexit.register(_POOL.shutdown, wait=False, cancel_futures=True)
+    return _POOL
+
+
+@dataclass(slots=True)
+class ToolResult:
+    ok: bool
+    result: Any  # JSON-ready value (full)
+    error: str | None
+    duration_ms: float
+
+
+@dataclass(slots=True)
+class Invocation:
+    tool: Tool
+    parsed: BaseModel
+    ctx: ToolContext
+    timeout: float
+
+
+def _invoke(inv: Invocation) -> ToolResult:
+    started = time.perf_counter()
+    try:
+        kwargs = inv.tool.call_kwargs(inv.parsed, inv.ctx)
+        value = inv.tool.fn(**kwargs)
+        if inv.tool.is_async:
+            value = asyncio.run(value)
+        return ToolResult(True, to_jsonable(value), None, _elapsed(started))
+    except Exception as exc:
+        msg = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        return ToolResult(False, None, msg, _elapsed(started))
+
+
+def run_tools(invocations: Sequence[Invocation]) -> list[ToolResult]:
+    """Run ``invocations`` concurrently in the shared pool; results in the order given."""
+    pool = shared_pool()
+    started = time.perf_counter()
+    futures: list[Future[ToolResult]] = [pool.submit(_invoke, inv) for inv in invocations]
+    results: list[ToolResult] = []
+    for inv, fut in zip(invocations, futures, strict=True):
+        remaining = max(0.0, inv.timeout - (time.perf_counter() - started))
+        try:
+            results.append(fut.result(timeout=remaining))
+        except FutureTimeout:
+            fut.cancel()
+            msg = f"tool {inv.tool.name!r} timed out after {inv.timeout:g}s"
+            results.append(ToolResult(False, None, msg, _elapsed(started)))
+    return results
+
+
+def _elapsed(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
+
+
+def to_jsonable(value: Any) -> Any:
+    """A JSON-ready form of a tool's return value."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        simple = all(v is None or isinstance(v, str | int | float | bool) for v in value.values())
+        if simple:
+            return value
+    return json.loads(json.dumps(value, default=_default, ensure_ascii=False))
+
+
+def _default(obj: Any) -> Any:
+    if isinstance(obj, BaseModel):
+        return obj.model_dump(mode="json")
+    if isinstance(obj, set | frozenset | tuple):
+        return list(obj)
+    return str(obj)
+
+
+def format_for_model(result: Any, max_chars: int) -> str:
+    """The text the model sees; cut with a note when longer than ``max_chars``."""
+    text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+    if max_chars <= 0 or len(text) <= max_chars:
+        return text
+    return (
+        text[:max_chars] + f"\n…[result cut: showing {max_chars} of {len(text)} characters; "
+        "ask for a narrower query if you need the rest]"
+    )

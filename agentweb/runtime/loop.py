@@ -1,0 +1,814 @@
+"""The guarded, step-wise agent loop.
+
+``Agent.step`` makes one model call and runs the tool calls of that turn; it returns the
+events and, when the run stops, an outcome. It never blocks on a human: a call that needs
+approval ends the step with ``NeedsApproval``; ``Agent.decide`` records decisions and the
+next ``step`` carries on. ``LoopState`` is plain JSON, so another process can resume.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from . import events as ev
+from .context import ContextPolicy
+from .events import Event
+from .execution import Invocation, ToolResult, format_for_model, run_tools
+from .gateway import Model, ModelError, ModelResponse
+from .messages import (
+    AssistantMessage,
+    Attachment,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    Usage,
+    UserMessage,
+)
+from .parsing import ensure_unique_ids, parse_arguments, parse_text_calls, split_reasoning
+from .tools import ToolArgumentError, ToolContext, ToolRegistry
+
+__all__ = [
+    "Agent",
+    "AgentConfig",
+    "Cancelled",
+    "Decision",
+    "ExecutionJournal",
+    "Failed",
+    "Finished",
+    "InMemoryJournal",
+    "LoopState",
+    "NeedsApproval",
+    "Outcome",
+    "PendingCall",
+    "PriorExecution",
+    "RunIterator",
+    "StepResult",
+]
+
+log = logging.getLogger(__name__)
+
+Status = Literal["running", "waiting_approval", "finished", "failed", "cancelled"]
+DecidedBy = Literal["validator", "model", "bounds"]
+TERMINAL = frozenset({"finished", "failed", "cancelled"})
+
+
+# -- configuration and outcomes ------------------------------------------------------------
+
+
+class AgentConfig(BaseModel):
+    system_prompt: str
+    max_iterations: int = 20
+    allowed_tools: list[str] | None = None
+    risk_overrides: dict[str, str] = Field(default_factory=dict)
+    stream: bool = False
+    model_timeout: float = 60.0
+    tool_timeout: float | None = None  # None: each tool's own timeout
+    max_result_chars: int = 8000
+    max_repeated_calls: int = 2  # identical consecutive call: reminder at 2nd, stop at 3rd
+    max_no_progress: int = 3  # rounds repeating earlier calls+results before stopping
+
+
+class PendingCall(BaseModel):
+    call_id: str
+    tool: str
+    arguments: dict[str, Any]
+    risk: str
+    reason: str  # "high_risk" | "policy" | "malformed_arguments" | "unknown_outcome"
+
+
+class Decision(BaseModel):
+    call_id: str
+    approved: bool
+    comment: str = ""
+    arguments: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finished:
+    answer: str
+    decided_by: DecidedBy
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NeedsApproval:
+    calls: list[PendingCall]
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    pass
+
+
+Outcome = Finished | NeedsApproval | Failed | Cancelled
+
+
+@dataclass(slots=True)
+class StepResult:
+    events: list[Event]
+    outcome: Outcome | None
+
+
+# -- execution journal ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PriorExecution:
+    status: Literal["started", "succeeded", "failed"]
+    result: Any = None
+    error: str | None = None
+
+
+class ExecutionJournal(Protocol):
+    """The durable record of side effects, keyed by call id."""
+
+    def begin(
+        self, call_id: str, tool: str, arguments: dict[str, Any]
+    ) -> PriorExecution | None: ...
+
+    def finish(
+        self, call_id: str, ok: bool, result: Any, error: str | None, duration_ms: float
+    ) -> None: ...
+
+
+class InMemoryJournal:
+    """Default journal: good within one process; Django provides a durable one."""
+
+    def __init__(self) -> None:
+        self._records: dict[str, PriorExecution] = {}
+        self._lock = threading.Lock()
+
+    def begin(self, call_id: str, tool: str, arguments: dict[str, Any]) -> PriorExecution | None:
+        with self._lock:
+            prior = self._records.get(call_id)
+            if prior is None:
+                self._records[call_id] = PriorExecution("started")
+            return prior
+
+    def finish(
+        self, call_id: str, ok: bool, result: Any, error: str | None, duration_ms: float
+    ) -> None:
+        with self._lock:
+            status: Literal["succeeded", "failed"] = "succeeded" if ok else "failed"
+            self._records[call_id] = PriorExecution(status, result, error)
+
+
+# -- state ---------------------------------------------------------------------------------
+
+
+class TurnCall(BaseModel):
+    """One call of the current assistant turn while it is being resolved."""
+
+    call_id: str
+    name: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    state: Literal["queued", "awaiting", "done"] = "queued"
+    reason: str | None = None
+    risk: str = "low"
+    decision: Literal["approved", "rejected"] | None = None
+    comment: str = ""
+    content: str | None = None
+    is_error: bool = False
+    repaired: dict[str, str] = Field(default_factory=dict)
+
+
+class LoopState(BaseModel):
+    model_config = ConfigDict(validate_assignment=False)
+
+    task: str = ""
+    run_id: str | None = None
+    context: dict[str, Any] = Field(default_factory=dict)
+    messages: list[Message] = Field(default_factory=list)
+    iteration: int = 0
+    status: Status = "running"
+    started: bool = False
+    usage: Usage = Field(default_factory=Usage)
+    turn: list[TurnCall] | None = None  # the pending turn (calls not yet all resolved)
+    last_round: list[str] = Field(default_factory=list)  # fingerprints of previous round
+    reminded: list[str] = Field(default_factory=list)
+    round_signatures: list[str] = Field(default_factory=list)
+    no_progress: int = 0
+    seen_call_ids: list[str] = Field(default_factory=list)
+    best_answer: str | None = None
+    final_answer: str | None = None
+    decided_by: DecidedBy | None = None
+    finish_reason: str | None = None
+    failure_reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> LoopState:
+        return cls.model_validate(dict(data))
+
+    @property
+    def pending_approvals(self) -> list[PendingCall]:
+        return [
+            PendingCall(
+                call_id=c.call_id,
+                tool=c.name,
+                arguments=c.arguments,
+                risk=c.risk,
+                reason=c.reason or "high_risk",
+            )
+            for c in self.turn or ()
+            if c.state == "awaiting" and c.decision is None
+        ]
+
+    @property
+    def outcome(self) -> Outcome | None:
+        if self.status == "finished":
+            return Finished(self.final_answer or "", self.decided_by or "model", self.finish_reason)
+        if self.status == "failed":
+            return Failed(self.failure_reason or "failed")
+        if self.status == "cancelled":
+            return Cancelled()
+        if self.status == "waiting_approval":
+            return NeedsApproval(self.pending_approvals)
+        return None
+
+
+# -- the agent -----------------------------------------------------------------------------
+
+Validator = Callable[[str, LoopState], "str | None"]
+
+
+class Agent:
+    """Runs one agent profile: a model, the tools it may use, its config and guards."""
+
+    def __init__(
+        self,
+        model: Model,
+        tools: ToolRegistry,
+        config: AgentConfig,
+        validator: Validator | None = None,
+        journal: ExecutionJournal | None = None,
+        context_policy: ContextPolicy | None = None,
+    ) -> None:
+        self.model = model
+        self.config = config
+        if config.allowed_tools is not None:
+            unknown = sorted(set(config.allowed_tools) - set(tools.names()))
+            if unknown:
+                log.warning("allowed_tools names tools that are not loaded: %s", unknown)
+            tools = tools.subset(n for n in config.allowed_tools if n in tools)
+        self.tools = tools
+        self.validator = validator
+        self.journal: ExecutionJournal = journal if journal is not None else InMemoryJournal()
+        self.context_policy = context_policy or ContextPolicy()
+        self._tool_params = {t.name: t.params for t in tools}
+
+    # -- public API ------------------------------------------------------------------------
+
+    def start(
+        self,
+        task: str,
+        attachments: Iterable[Attachment] = (),
+        context: dict[str, Any] | None = None,
+    ) -> LoopState:
+        messages: list[Message] = []
+        if self.config.system_prompt:
+            messages.append(SystemMessage(content=self.config.system_prompt))
+        messages.append(UserMessage(content=task, attachments=list(attachments)))
+        ctx = dict(context or {})
+        run_id = ctx.get("run_id")
+        return LoopState(
+            task=task,
+            run_id=None if run_id is None else str(run_id),
+            context=ctx,
+            messages=messages,
+        )
+
+    def step(
+        self,
+        state: LoopState,
+        *,
+        on_delta: Callable[[str], None] | None = None,
+        tool_context: ToolContext | Mapping[str, Any] | None = None,
+    ) -> StepResult:
+        """One model call plus the tool calls of that turn (mutates ``state``)."""
+        if state.status in TERMINAL:
+            return StepResult([], state.outcome)
+        events: list[Event] = []
+        if not state.started:
+            state.started = True
+            events.append(self._run_started(state))
+        if state.turn is not None:
+            if any(c.state == "awaiting" and c.decision is None for c in state.turn):
+                state.status = "waiting_approval"
+                return StepResult(events, state.outcome)
+            outcome = self._resume_turn(state, events, tool_context)
+            if outcome is not None:
+                return StepResult(events, outcome)
+        state.status = "running"
+        if state.iteration >= self.config.max_iterations:
+            reason = f"reached the limit of {self.config.max_iterations} iterations"
+            return StepResult(events, self._stop(state, reason, events))
+        response = self._call_model(state, events, on_delta)
+        if response is None:
+            return StepResult(events, state.outcome)
+        message = self._assistant_turn(state, response)
+        state.messages.append(message)
+        events.append(self._model_called(response, message, state))
+        if not message.tool_calls:
+            return StepResult(events, self._complete(state, message.content, events))
+        outcome = self._run_turn(state, message.tool_calls, events, tool_context)
+        return StepResult(events, outcome)
+
+    def decide(self, state: LoopState, decisions: Iterable[Decision]) -> list[Event]:
+        """Record human decisions on pending calls; the next ``step`` acts on them.
+
+        Raises ``KeyError`` for an unknown or already decided call and
+        ``ToolArgumentError`` when edited arguments do not fit the tool's schema."""
+        by_id = {c.call_id: c for c in state.turn or () if c.state == "awaiting"}
+        out: list[Event] = []
+        for d in decisions:
+            call = by_id.get(d.call_id)
+            if call is None or call.decision is not None:
+                raise KeyError(f"no pending approval for call {d.call_id!r}")
+            if d.approved and d.arguments is not None:
+                t = self.tools.get(call.name)
+                if t is None:
+                    raise ToolArgumentError(f"unknown tool {call.name!r}")
+                fixed, _ = t.repair(d.arguments)
+                call.arguments = t.validate(fixed)
+            call.decision = "approved" if d.approved else "rejected"
+            call.comment = d.comment
+            out.append(
+                Event(
+                    ev.APPROVAL_DECIDED,
+                    {
+                        "call_id": call.call_id,
+                        "decision": call.decision,
+                        "comment": d.comment,
+                        "arguments": call.arguments if d.approved else None,
+                    },
+                )
+            )
+        if not state.pending_approvals and state.status == "waiting_approval":
+            state.status = "running"
+        return out
+
+    def cancel(self, state: LoopState) -> list[Event]:
+        if state.status in TERMINAL:
+            return []
+        state.status = "cancelled"
+        return [Event(ev.RUN_CANCELLED, {"iteration": state.iteration})]
+
+    def run(
+        self,
+        state: LoopState,
+        cancel: Callable[[], bool] = lambda: False,
+        *,
+        on_delta: Callable[[str], None] | None = None,
+        tool_context: ToolContext | Mapping[str, Any] | None = None,
+    ) -> RunIterator:
+        """Drive ``step`` until an outcome; cancellation is checked between steps."""
+        return RunIterator(self, state, cancel, on_delta, tool_context)
+
+    # -- model turn ------------------------------------------------------------------------
+
+    def _call_model(
+        self,
+        state: LoopState,
+        events: list[Event],
+        on_delta: Callable[[str], None] | None,
+    ) -> ModelResponse | None:
+        messages, specs, ctx_events = self.context_policy.prepare(state, self.tools)
+        events.extend(ctx_events)
+        state.iteration += 1
+        try:
+            if self.config.stream:
+                return self.model.stream(
+                    messages, specs, on_delta=on_delta, timeout=self.config.model_timeout
+                )
+            return self.model.complete(messages, specs, timeout=self.config.model_timeout)
+        except ModelError as exc:
+            self._fail(state, f"model error: {exc}", events)
+            return None
+
+    def _assistant_turn(self, state: LoopState, response: ModelResponse) -> AssistantMessage:
+        msg = response.message
+        state.usage = state.usage + response.usage
+        content, reasoning = msg.content, msg.reasoning
+        if "<" in content:
+            content, extra = split_reasoning(content)
+            if extra:
+                reasoning = f"{reasoning}\n\n{extra}" if reasoning else extra
+        calls = list(msg.tool_calls)
+        if not calls and content:
+            parsed = parse_text_calls(content, self._tool_params)
+            calls, content = parsed.calls, parsed.text
+        if calls:
+            seen = set(state.seen_call_ids)
+            calls = ensure_unique_ids(calls, seen)
+            state.seen_call_ids.extend(c.id for c in calls)
+        if content.strip():
+            state.best_answer = content
+        if content is msg.content and calls is msg.tool_calls and reasoning is msg.reasoning:
+            return msg
+        return AssistantMessage(content=content, tool_calls=calls, reasoning=reasoning)
+
+    def _complete(self, state: LoopState, answer: str, events: list[Event]) -> Outcome | None:
+        """Completion layers: business validator, then the model's own stop."""
+        if not answer.strip():
+            state.messages.append(
+                UserMessage(content="Your reply was empty. Call a tool or give your answer.")
+            )
+            return None
+        if self.validator is not None:
+            objection = self.validator(answer, state)
+            if objection:
+                state.messages.append(UserMessage(content=objection))
+                return None
+            return self._finish(state, answer, "validator", None, events)
+        return self._finish(state, answer, "model", None, events)
+
+    # -- tool turn -------------------------------------------------------------------------
+
+    def _run_turn(
+        self,
+        state: LoopState,
+        calls: Sequence[ToolCall],
+        events: list[Event],
+        tool_context: ToolContext | Mapping[str, Any] | None,
+    ) -> Outcome | None:
+        turn: list[TurnCall] = []
+        fingerprints: list[str] = []
+        stop_reason: str | None = None
+        for call in calls:
+            item, fp = self._plan_call(state, call, fingerprints)
+            if fp == "stop":
+                stop_reason = f"the model kept repeating the same call to {call.name!r}"
+            elif fp:
+                fingerprints.append(fp)
+            turn.append(item)
+        self._execute(state, turn, events, tool_context)
+        state.last_round = fingerprints
+        if stop_reason is not None:
+            self._append_results(state, turn)
+            return self._stop(state, stop_reason, events)
+        if any(c.state == "awaiting" for c in turn):
+            state.turn = turn
+            state.status = "waiting_approval"
+            for c in turn:
+                if c.state == "awaiting":
+                    events.append(self._approval_requested(c))
+            return state.outcome
+        return self._finish_turn(state, turn, events)
+
+    def _plan_call(
+        self, state: LoopState, call: ToolCall, fingerprints: list[str]
+    ) -> tuple[TurnCall, str | None]:
+        """Classify one call: error result now, awaiting a human, or queued to run."""
+        item = TurnCall(call_id=call.id, name=call.name, arguments=call.arguments)
+        t = self.tools.get(call.name)
+        if t is None:
+            available = ", ".join(self.tools.names()) or "(none)"
+            return self._error(
+                item, f"Unknown tool {call.name!r}. Available tools: {available}."
+            ), None
+        item.risk = self.config.risk_overrides.get(t.name, t.risk)
+        if call.raw_arguments is not None:
+            parsed_args = parse_arguments(call.raw_arguments)
+            if parsed_args.error is not None:
+                if item.risk in ("medium", "high"):
+                    item.state, item.reason = "awaiting", "malformed_arguments"
+                    item.arguments = {}
+                    return item, None
+                return self._error(item, parsed_args.error + _ARGS_HINT), None
+        args, item.repaired = t.repair(call.arguments)
+        try:
+            parsed = t.parse(args)
+        except ToolArgumentError as exc:
+            return self._error(item, str(exc)), None
+        item.arguments = parsed.model_dump(mode="json")
+        fp = _fingerprint(t.name, item.arguments)
+        if fp in fingerprints:
+            return self._error(
+                item, "Duplicate of an identical call in this turn; see its result."
+            ), None
+        if fp in state.last_round:
+            if fp in state.reminded or self.config.max_repeated_calls <= 1:
+                return self._error(item, "Stopped: repeated identical call."), "stop"
+            state.reminded.append(fp)
+            return self._error(item, _REPEAT_REMINDER.format(name=t.name)), fp
+        override = self.config.risk_overrides.get(t.name)
+        if t.needs_approval(item.arguments, override):
+            item.state = "awaiting"
+            item.reason = "policy" if t.approval is not None and override != "high" else "high_risk"
+        return item, fp
+
+    @staticmethod
+    def _error(item: TurnCall, message: str) -> TurnCall:
+        item.state, item.content, item.is_error = "done", message, True
+        return item
+
+    def _execute(
+        self,
+        state: LoopState,
+        turn: list[TurnCall],
+        events: list[Event],
+        tool_context: ToolContext | Mapping[str, Any] | None,
+        force: frozenset[str] = frozenset(),
+    ) -> None:
+        """Run the queued calls of ``turn`` (concurrently), consulting the journal first."""
+        runnable: list[tuple[TurnCall, Invocation]] = []
+        for item in turn:
+            if item.state != "queued":
+                continue
+            t = self.tools.get(item.name)
+            assert t is not None
+            prior = self.journal.begin(item.call_id, t.name, item.arguments)
+            if prior is not None and not (prior.status == "started" and item.call_id in force):
+                if prior.status == "started" and not t.idempotent:
+                    item.state, item.reason = "awaiting", "unknown_outcome"
+                    item.decision = None
+                    continue
+                if prior.status != "started":
+                    events.append(self._started(item, reused=True))
+                    res = ToolResult(prior.status == "succeeded", prior.result, prior.error, 0.0)
+                    self._record(item, res, events, reused=True)
+                    continue
+            try:
+                parsed = t.parse(item.arguments)
+            except ToolArgumentError as exc:
+                self.journal.finish(item.call_id, False, None, str(exc), 0.0)
+                self._error(item, str(exc))
+                continue
+            timeout = self.config.tool_timeout or t.timeout
+            ctx = self._tool_context(state, item.call_id, tool_context)
+            runnable.append((item, Invocation(t, parsed, ctx, timeout)))
+            events.append(self._started(item))
+        if not runnable:
+            return
+        results = run_tools([inv for _, inv in runnable])
+        for (item, _), res in zip(runnable, results, strict=True):
+            self.journal.finish(item.call_id, res.ok, res.result, res.error, res.duration_ms)
+            self._record(item, res, events)
+
+    def _record(
+        self, item: TurnCall, res: ToolResult, events: list[Event], reused: bool = False
+    ) -> None:
+        item.state = "done"
+        item.is_error = not res.ok
+        if res.ok:
+            item.content = format_for_model(res.result, self.config.max_result_chars)
+        else:
+            item.content = f"Error: {res.error}"
+        data: dict[str, Any] = {
+            "call_id": item.call_id,
+            "tool": item.name,
+            "ok": res.ok,
+            "result": res.result,
+            "error": res.error,
+            "duration_ms": res.duration_ms,
+        }
+        if res.ok and len(item.content) > self.config.max_result_chars > 0:
+            data["truncated"] = True
+        if reused:
+            data["reused"] = True
+        events.append(Event(ev.TOOL_CALL_FINISHED, data))
+
+    def _resume_turn(
+        self,
+        state: LoopState,
+        events: list[Event],
+        tool_context: ToolContext | Mapping[str, Any] | None,
+    ) -> Outcome | None:
+        """Act on the decisions for the pending turn, then close it."""
+        turn = state.turn or []
+        force: set[str] = set()
+        for item in turn:
+            if item.state != "awaiting":
+                continue
+            if item.decision == "rejected":
+                reason = item.comment or "no reason given"
+                self._error(item, f"A human reviewer rejected this call. Reason: {reason}")
+                continue
+            item.state = "queued"
+            if item.reason == "unknown_outcome":
+                force.add(item.call_id)
+        self._execute(state, turn, events, tool_context, frozenset(force))
+        if any(c.state == "awaiting" for c in turn):  # a crashed call surfaced now
+            state.status = "waiting_approval"
+            for c in turn:
+                if c.state == "awaiting" and c.decision is None:
+                    events.append(self._approval_requested(c))
+            return state.outcome
+        state.turn = None
+        return self._finish_turn(state, turn, events)
+
+    def _finish_turn(
+        self, state: LoopState, turn: list[TurnCall], events: list[Event]
+    ) -> Outcome | None:
+        self._append_results(state, turn)
+        signature = _fingerprint(
+            "round", [[c.name, c.arguments, c.content, c.is_error] for c in turn]
+        )
+        if signature in state.round_signatures:
+            state.no_progress += 1
+            if state.no_progress >= self.config.max_no_progress:
+                return self._stop(
+                    state, "no progress: the same calls keep giving the same results", events
+                )
+        else:
+            state.no_progress = 0
+            state.round_signatures = [*state.round_signatures[-19:], signature]
+        return None
+
+    @staticmethod
+    def _append_results(state: LoopState, turn: list[TurnCall]) -> None:
+        for c in turn:
+            state.messages.append(
+                ToolMessage(
+                    call_id=c.call_id, name=c.name, content=c.content or "", is_error=c.is_error
+                )
+            )
+
+    # -- endings ---------------------------------------------------------------------------
+
+    def _stop(self, state: LoopState, reason: str, events: list[Event]) -> Outcome:
+        """Hard bounds: finish with the best answer so far, or fail when there is none."""
+        if state.best_answer:
+            return self._finish(state, state.best_answer, "bounds", reason, events)
+        return self._fail(state, f"stopped without an answer: {reason}", events)
+
+    def _finish(
+        self,
+        state: LoopState,
+        answer: str,
+        decided_by: DecidedBy,
+        reason: str | None,
+        events: list[Event],
+    ) -> Outcome:
+        state.status = "finished"
+        state.final_answer, state.decided_by, state.finish_reason = answer, decided_by, reason
+        data: dict[str, Any] = {"final_answer": answer, "decided_by": decided_by}
+        if reason:
+            data["reason"] = reason
+        data["usage"] = state.usage.model_dump()
+        events.append(Event(ev.RUN_FINISHED, data))
+        return Finished(answer, decided_by, reason)
+
+    def _fail(self, state: LoopState, reason: str, events: list[Event]) -> Outcome:
+        state.status = "failed"
+        state.failure_reason = reason
+        events.append(Event(ev.RUN_FAILED, {"reason": reason}))
+        return Failed(reason)
+
+    # -- event builders --------------------------------------------------------------------
+
+    def _run_started(self, state: LoopState) -> Event:
+        return Event(
+            ev.RUN_STARTED,
+            {
+                "task": state.task,
+                "model": self.model.name,
+                "scripted": bool(getattr(self.model, "scripted", False)),
+                "tools": self.tools.names(),
+                "max_iterations": self.config.max_iterations,
+            },
+        )
+
+    @staticmethod
+    def _model_called(
+        response: ModelResponse, message: AssistantMessage, state: LoopState
+    ) -> Event:
+        data: dict[str, Any] = {
+            "model": response.model,
+            "latency_ms": round(response.latency_ms, 3),
+            "tokens": {
+                "input": response.usage.input_tokens,
+                "output": response.usage.output_tokens,
+            },
+            "text": message.content,
+            "tool_calls": [
+                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
+            ],
+            "finish_reason": response.finish_reason,
+            "iteration": state.iteration,
+        }
+        if message.reasoning:
+            data["reasoning"] = message.reasoning
+        return Event(ev.MODEL_CALLED, data)
+
+    @staticmethod
+    def _started(item: TurnCall, reused: bool = False) -> Event:
+        data: dict[str, Any] = {
+            "call_id": item.call_id,
+            "tool": item.name,
+            "arguments": item.arguments,
+            "risk": item.risk,
+        }
+        if item.repaired:
+            data["repaired"] = dict(item.repaired)
+        if reused:
+            data["reused"] = True
+        return Event(ev.TOOL_CALL_STARTED, data)
+
+    @staticmethod
+    def _approval_requested(item: TurnCall) -> Event:
+        return Event(
+            ev.APPROVAL_REQUESTED,
+            {
+                "call_id": item.call_id,
+                "tool": item.name,
+                "arguments": item.arguments,
+                "risk": item.risk,
+                "reason": item.reason,
+            },
+        )
+
+    @staticmethod
+    def _tool_context(
+        state: LoopState, call_id: str, given: ToolContext | Mapping[str, Any] | None
+    ) -> ToolContext:
+        if isinstance(given, ToolContext):
+            return dataclasses.replace(given, call_id=call_id)
+        src: Mapping[str, Any] = given if given is not None else state.context
+        return ToolContext(
+            call_id=call_id,
+            run_id=_str_or_none(src.get("run_id", state.run_id)),
+            user=_str_or_none(src.get("user")),
+            ticket_id=_str_or_none(src.get("ticket_id")),
+            extra=dict(src.get("extra") or src),
+        )
+
+
+_DUPLICATE = "Duplicate of an identical call in this turn; see its result."
+_NO_PROGRESS = "no progress: the same calls keep giving the same results"
+_ARGS_HINT = " Send the arguments as one JSON object that matches the tool's schema."
+_REPEAT_REMINDER = (
+    "You already called {name} with exactly these arguments in the previous step and the "
+    "result is above. Do not repeat the same call: use that result, change the arguments, "
+    "or give your final answer."
+)
+
+
+def _str_or_none(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _fingerprint(name: str, args: Any) -> str:
+    blob = json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
+    return name + ":" + hashlib.sha1(blob.encode(), usedforsecurity=False).hexdigest()[:16]
+
+
+class RunIterator(Iterator[Event]):
+    """Iterator of events from ``Agent.run``; ``.outcome`` holds the final outcome."""
+
+    def __init__(
+        self,
+        agent: Agent,
+        state: LoopState,
+        cancel: Callable[[], bool],
+        on_delta: Callable[[str], None] | None,
+        tool_context: ToolContext | Mapping[str, Any] | None,
+    ) -> None:
+        self.state = state
+        self._gen = self._drive(agent, cancel, on_delta, tool_context)
+        self.started_at = time.perf_counter()
+
+    @property
+    def outcome(self) -> Outcome | None:
+        return self.state.outcome
+
+    def __iter__(self) -> RunIterator:
+        return self
+
+    def __next__(self) -> Event:
+        return next(self._gen)
+
+    def _drive(
+        self,
+        agent: Agent,
+        cancel: Callable[[], bool],
+        on_delta: Callable[[str], None] | None,
+        tool_context: ToolContext | Mapping[str, Any] | None,
+    ) -> Iterator[Event]:
+        while True:
+            if self.state.status not in TERMINAL and cancel():
+                yield from agent.cancel(self.state)
+                return
+            result = agent.step(self.state, on_delta=on_delta, tool_context=tool_context)
+            yield from result.events
+            if result.outcome is not None:
+                return

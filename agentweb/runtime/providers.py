@@ -1,0 +1,334 @@
+"""Provider settings and HTTP transport: base URL, key, one shared httpx.Client,
+connect/read timeouts, bounded retries with backoff, and dropping of unsupported params.
+
+Adapters (``openai.py``, ``anthropic.py``) own the wire format and call ``post_json`` /
+``stream_json`` here; nothing in this module knows a message format.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Collection, Iterator, Mapping
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from .gateway import ConfigError, ModelAuthError, ModelError, ModelHTTPError, ModelTimeout
+
+__all__ = ["Provider", "iter_sse_data", "provider_from_env"]
+
+log = logging.getLogger(__name__)
+
+_RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
+_RETRY_EXCEPTIONS: tuple[type[Exception], ...] = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.RemoteProtocolError,
+    httpx.ReadError,
+    httpx.WriteError,
+    httpx.PoolTimeout,
+)
+_DEFAULTS = {
+    "openai": ("OPENAI_BASE_URL", "OPENAI_API_KEY", "https://api.openai.com/v1"),
+    "anthropic": ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "https://api.anthropic.com"),
+}
+
+
+@dataclass
+class Provider:
+    """Where and how to reach one provider. Safe to share between threads."""
+
+    name: str
+    base_url: str
+    api_key: str | None = None
+    connect_timeout: float = 10.0
+    read_timeout: float = 120.0
+    max_retries: int = 3
+    backoff: float = 0.5
+    backoff_max: float = 8.0
+    max_retry_after: float = 30.0
+    headers: dict[str, str] = field(default_factory=dict)
+    client: httpx.Client | None = None
+    _dropped: set[str] = field(default_factory=set, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def __post_init__(self) -> None:
+        self.base_url = self.base_url.rstrip("/")
+
+    # -- client ---------------------------------------------------------------------------
+
+    def http(self) -> httpx.Client:
+        if self.client is None:
+            with self._lock:
+                if self.client is None:
+                    self.client = httpx.Client(
+                        limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
+                        follow_redirects=False,
+                    )
+        return self.client
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
+
+    def _timeout(self, timeout: float | None) -> httpx.Timeout:
+        read = self.read_timeout if timeout is None else timeout
+        return httpx.Timeout(connect=self.connect_timeout, read=read, write=read, pool=read)
+
+    @property
+    def dropped_params(self) -> frozenset[str]:
+        """Parameters this provider rejected once; they are no longer sent."""
+        return frozenset(self._dropped)
+
+    # -- requests ---------------------------------------------------------------------------
+
+    def post_json(
+        self,
+        url: str,
+        payload: dict[str, Any],
+        headers: Mapping[str, str],
+        *,
+        optional: Collection[str] = (),
+        timeout: float | None = None,
+    ) -> dict[str, Any]:
+        """POST ``payload`` and return the decoded JSON reply, retrying what is retryable."""
+        attempt = 0
+        while True:
+            body = self._without_dropped(payload, optional)
+            try:
+                resp = self.http().post(
+                    url, json=body, headers=dict(headers), timeout=self._timeout(timeout)
+                )
+            except httpx.TimeoutException as exc:
+                if isinstance(exc, httpx.ReadTimeout | httpx.WriteTimeout):
+                    raise ModelTimeout(f"{self.name}: no reply within the timeout") from exc
+                attempt = self._retry_or_raise(attempt, exc, None)
+                continue
+            except _RETRY_EXCEPTIONS as exc:
+                attempt = self._retry_or_raise(attempt, exc, None)
+                continue
+            if resp.status_code < 300:
+                try:
+                    data = resp.json()
+                except ValueError as exc:
+                    raise ModelHTTPError(
+                        self.name, resp.status_code, f"reply is not JSON: {resp.text[:200]}"
+                    ) from exc
+                if not isinstance(data, dict):
+                    raise ModelHTTPError(self.name, resp.status_code, "reply is not an object")
+                if "error" in data and not data.get("choices") and not data.get("content"):
+                    raise ModelHTTPError(self.name, resp.status_code, _error_text(data))
+                return data
+            if self._drop_unsupported(resp.status_code, resp.text, body, optional):
+                continue
+            attempt = self._retry_or_raise(attempt, None, resp)
+
+    def stream_json(
+        self,
+        url: str,
+        payload: dict[str, Any],
+        headers: Mapping[str, str],
+        *,
+        optional: Collection[str] = (),
+        timeout: float | None = None,
+    ) -> Iterator[dict[str, Any]]:
+        """POST ``payload`` and yield the JSON objects of the SSE ``data:`` lines.
+
+        Retries happen only before the first event; a stream that breaks after that
+        raises ``ModelHTTPError`` (the caller may already have shown text).
+        """
+        attempt = 0
+        while True:
+            body = self._without_dropped(payload, optional)
+            started = False
+            try:
+                with self.http().stream(
+                    "POST", url, json=body, headers=dict(headers), timeout=self._timeout(timeout)
+                ) as resp:
+                    if resp.status_code >= 300:
+                        text = resp.read().decode("utf-8", "replace")
+                        if self._drop_unsupported(resp.status_code, text, body, optional):
+                            continue
+                        attempt = self._retry_or_raise(attempt, None, resp, text)
+                        continue
+                    for event in iter_sse_data(resp.iter_lines()):
+                        started = True
+                        yield event
+                    return
+            except httpx.TimeoutException as exc:
+                if started or isinstance(exc, httpx.ReadTimeout | httpx.WriteTimeout):
+                    raise ModelTimeout(f"{self.name}: stream stalled past the timeout") from exc
+                attempt = self._retry_or_raise(attempt, exc, None)
+            except _RETRY_EXCEPTIONS as exc:
+                if started:
+                    raise ModelHTTPError(self.name, None, f"stream broke: {exc}") from exc
+                attempt = self._retry_or_raise(attempt, exc, None)
+
+    # -- helpers ------------------------------------------------------------------------------
+
+    def _without_dropped(
+        self, payload: dict[str, Any], optional: Collection[str]
+    ) -> dict[str, Any]:
+        if not self._dropped:
+            return payload
+        return {k: v for k, v in payload.items() if k not in self._dropped or k not in optional}
+
+    def _drop_unsupported(
+        self, status: int, text: str, body: dict[str, Any], optional: Collection[str]
+    ) -> bool:
+        """On a 400/422 naming a parameter we may omit, forget it and ask to try again."""
+        if status not in (400, 422) or not optional:
+            return False
+        named = [k for k in optional if k in body and k in text]
+        if not named:
+            return False
+        with self._lock:
+            self._dropped.update(named)
+        log.warning("%s: dropping unsupported parameter(s) %s", self.name, ", ".join(named))
+        return True
+
+    def _retry_or_raise(
+        self,
+        attempt: int,
+        exc: Exception | None,
+        resp: httpx.Response | None,
+        text: str | None = None,
+    ) -> int:
+        """Sleep and return the next attempt number, or raise the final error."""
+        if resp is not None:
+            status = resp.status_code
+            detail = text if text is not None else resp.text
+            if status in (401, 403):
+                raise ModelAuthError(self.name, status, _error_text_raw(detail))
+            if status not in _RETRY_STATUSES and status < 500:
+                raise ModelHTTPError(self.name, status, _error_text_raw(detail))
+            if attempt >= self.max_retries:
+                raise ModelHTTPError(
+                    self.name,
+                    status,
+                    f"{_error_text_raw(detail)} (gave up after {attempt + 1} attempts)",
+                )
+            delay = _retry_after(resp.headers.get("retry-after"))
+            if delay is not None:
+                delay = min(delay, self.max_retry_after)
+        else:
+            if attempt >= self.max_retries:
+                if isinstance(exc, httpx.TimeoutException):
+                    raise ModelTimeout(f"{self.name}: could not connect in time") from exc
+                raise ModelError(
+                    f"{self.name}: connection failed after {attempt + 1} attempts: {exc!r}"
+                ) from exc
+            delay = None
+        if delay is None:
+            delay = min(self.backoff_max, self.backoff * (2**attempt))
+            delay *= 0.5 + random.random() / 2
+        log.info("%s: retrying in %.2fs (attempt %d)", self.name, delay, attempt + 1)
+        time.sleep(delay)
+        return attempt + 1
+
+
+def _retry_after(value: str | None) -> float | None:
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _error_text(data: Any) -> str:
+    err = data.get("error", data) if isinstance(data, dict) else data
+    if isinstance(err, dict):
+        return str(err.get("message") or err.get("type") or err)[:500]
+    return str(err)[:500]
+
+
+def _error_text_raw(text: str) -> str:
+    try:
+        return _error_text(json.loads(text))
+    except ValueError:
+        return text.strip()[:500] or "(empty body)"
+
+
+def iter_sse_data(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
+    """Decode server-sent events leniently: comments, ``data:`` with or without a space,
+    multi-line data, missing blank lines between events, bare JSON lines, no ``[DONE]``."""
+    buf: list[str] = []
+
+    def flush() -> Iterator[dict[str, Any]]:
+        if not buf:
+            return
+        data = "\n".join(buf)
+        buf.clear()
+        if data.strip() == "[DONE]":
+            raise _Done
+        try:
+            obj = json.loads(data)
+        except ValueError:
+            log.debug("ignoring non-JSON SSE data: %.200s", data)
+            return
+        if isinstance(obj, dict):
+            yield obj
+
+    try:
+        for line in lines:
+            if not line:
+                yield from flush()
+            elif line.startswith(":"):
+                continue
+            elif line.startswith("data:"):
+                value = line[5:]
+                if value.startswith(" "):
+                    value = value[1:]
+                if buf and _complete_json(buf):
+                    yield from flush()
+                buf.append(value)
+            elif line.startswith(("event:", "id:", "retry:")):
+                continue
+            elif line.lstrip().startswith("{"):
+                yield from flush()
+                buf.append(line)
+                yield from flush()
+        yield from flush()
+    except _Done:
+        return
+
+
+class _Done(Exception):
+    pass
+
+
+def _complete_json(buf: list[str]) -> bool:
+    text = "\n".join(buf).strip()
+    if text == "[DONE]":
+        return True
+    try:
+        json.loads(text)
+    except ValueError:
+        return False
+    return True
+
+
+def provider_from_env(kind: str, env: Mapping[str, str], **options: Any) -> Provider:
+    """Provider settings for ``kind`` ("openai" | "anthropic") from environment variables."""
+    url_var, key_var, default_url = _DEFAULTS[kind]
+    base_url = (env.get(url_var) or default_url).strip()
+    parts = urlsplit(base_url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise ConfigError(f"{url_var}: not an http(s) URL: {base_url!r}")
+    api_key = (env.get(key_var) or "").strip() or None
+    if api_key is None and base_url.rstrip("/") == default_url:
+        raise ConfigError(f"{key_var} is not set (needed for {default_url})")
+    return Provider(name=kind, base_url=base_url, api_key=api_key, **options)

@@ -1,0 +1,396 @@
+"""Typed tools: ``@tool`` on a plain function, JSON schema generated once with pydantic
+from type hints and the Google-style docstring, and an immutable registry."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Annotated, Any, Literal, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from .gateway import ToolSpec
+
+__all__ = [
+    "Risk",
+    "Tool",
+    "ToolArgumentError",
+    "ToolContext",
+    "ToolRegistry",
+    "load_tools",
+    "repair_keys",
+    "tool",
+]
+
+Risk = Literal["low", "medium", "high"]
+RISKS: tuple[str, ...] = ("low", "medium", "high")
+MAX_PARAMS = 6
+
+
+@dataclass(frozen=True, slots=True)
+class ToolContext:
+    """Injected into tools that declare a ``ctx`` parameter. ``call_id`` is the
+    idempotency key of this call: a tool with side effects should pass it on."""
+
+    call_id: str
+    run_id: str | None = None
+    user: str | None = None
+    ticket_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class ToolArgumentError(ValueError):
+    """Arguments that do not fit the tool's schema; the message is written for the model."""
+
+
+class _ArgsBase(BaseModel):
+    model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
+
+
+class Tool:
+    """A registered tool. Call it like the function it wraps."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        risk: Risk = "low",
+        approval: Callable[[dict[str, Any]], bool] | None = None,
+        timeout: float = 30.0,
+        expected_duration: float = 1.0,
+        idempotent: bool | None = None,
+    ) -> None:
+        if risk not in RISKS:
+            raise ValueError(f"tool {name or fn.__name__}: risk must be one of {RISKS}")
+        self.fn = fn
+        self.name = name or fn.__name__
+        if not re.fullmatch(r"[A-Za-z_][\w.-]{0,63}", self.name):
+            raise ValueError(f"tool name {self.name!r} is not a valid identifier")
+        self.risk: Risk = risk
+        self.approval = approval
+        self.timeout = float(timeout)
+        self.expected_duration = float(expected_duration)
+        self.idempotent = (risk == "low") if idempotent is None else bool(idempotent)
+        self.is_async = inspect.iscoroutinefunction(fn)
+        summary, param_docs = _parse_docstring(inspect.getdoc(fn) or "")
+        self.description = description or summary or self.name
+        self.takes_ctx, self._model = _args_model(fn, self.name, param_docs)
+        self.params: tuple[str, ...] = tuple(self._model.model_fields)
+        self.required: frozenset[str] = frozenset(
+            n for n, f in self._model.model_fields.items() if f.is_required()
+        )
+        self._normalized = {_norm(p): p for p in self.params}
+        self.schema: dict[str, Any] = _clean_schema(self._model.model_json_schema())
+        self._spec = ToolSpec(self.name, self.description, self.schema)
+        if len(self.params) > MAX_PARAMS:
+            warnings.warn(
+                f"tool {self.name!r} has {len(self.params)} parameters; models pick arguments "
+                f"more reliably with at most {MAX_PARAMS}",
+                UserWarning,
+                stacklevel=3,
+            )
+        self.__doc__ = fn.__doc__
+        self.__name__ = getattr(fn, "__name__", self.name)
+        self.__module__ = getattr(fn, "__module__", __name__)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<Tool {self.name} risk={self.risk}>"
+
+    def spec(self) -> ToolSpec:
+        return self._spec
+
+    def needs_approval(self, args: Mapping[str, Any], risk: str | None = None) -> bool:
+        """True when a human must approve a call with ``args``. ``risk`` overrides the
+        tool's level (an override of "high" always asks). A failing policy asks (fail closed)."""
+        effective = risk or self.risk
+        if self.approval is None:
+            return effective == "high"
+        if risk == "high":
+            return True
+        try:
+            return bool(self.approval(dict(args)))
+        except Exception:
+            return True
+
+    def repair(self, args: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+        return repair_keys(args, self.params, self._normalized)
+
+    def parse(self, args: Mapping[str, Any]) -> BaseModel:
+        """Validate ``args`` (keys as given) into the tool's argument model."""
+        try:
+            return self._model.model_validate(dict(args))
+        except ValidationError as exc:
+            raise ToolArgumentError(self._explain(exc)) from None
+
+    def validate(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """Validated, JSON-ready arguments; raises ``ToolArgumentError`` with a readable message."""
+        return self.parse(args).model_dump(mode="json")
+
+    def call_kwargs(self, parsed: BaseModel, ctx: ToolContext | None) -> dict[str, Any]:
+        kwargs = {name: getattr(parsed, name) for name in self.params}
+        if self.takes_ctx:
+            kwargs["ctx"] = ctx
+        return kwargs
+
+    def _explain(self, exc: ValidationError) -> str:
+        lines = [f"Invalid arguments for tool {self.name!r}:"]
+        props = self.schema.get("properties", {})
+        for err in exc.errors(include_url=False):
+            loc = ".".join(str(p) for p in err["loc"]) or "(arguments)"
+            if err["type"] == "missing":
+                lines.append(f"- missing required argument {loc!r}{_type_hint(props, loc)}")
+            elif err["type"] == "extra_forbidden":
+                lines.append(f"- unexpected argument {loc!r}")
+            else:
+                got = _clip(repr(err.get("input")), 80)
+                lines.append(f"- {loc!r}: {err['msg']} (got {got})")
+        expected = ", ".join(
+            f"{p}{_type_hint(props, p)}{'' if p in self.required else ' optional'}"
+            for p in self.params
+        )
+        lines.append(f"Expected arguments: {expected or '(none)'}.")
+        return "\n".join(lines)
+
+
+def _type_hint(props: Mapping[str, Any], name: str) -> str:
+    prop = props.get(name.split(".")[0]) or {}
+    if "enum" in prop:
+        return " (one of " + ", ".join(repr(v) for v in prop["enum"]) + ")"
+    if "type" in prop:
+        return f" ({prop['type']})"
+    return ""
+
+
+def _clip(text: str, n: int) -> str:
+    return text if len(text) <= n else text[:n] + "…"
+
+
+def _norm(key: str) -> str:
+    return re.sub(r"[\s_\-.]", "", key).lower()
+
+
+def repair_keys(
+    args: Mapping[str, Any],
+    params: Iterable[str],
+    normalized: Mapping[str, str] | None = None,
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """Rename keys that differ from a parameter only in case or separators
+    (``OrderId``, ``orderid``, ``order-id`` → ``order_id``). Returns (args, {old: new})."""
+    params = tuple(params)
+    if all(k in params for k in args):
+        return dict(args), {}
+    lookup = normalized if normalized is not None else {_norm(p): p for p in params}
+    fixed: dict[str, Any] = {}
+    repairs: dict[str, str] = {}
+    for key, value in args.items():
+        if key not in params:
+            target = lookup.get(_norm(key))
+            if target is not None and target not in args and target not in fixed:
+                fixed[target] = value
+                repairs[key] = target
+                continue
+        fixed[key] = value
+    return fixed, repairs
+
+
+def _args_model(
+    fn: Callable[..., Any], tool_name: str, docs: Mapping[str, str]
+) -> tuple[bool, type[BaseModel]]:
+    sig = inspect.signature(fn)
+    try:
+        hints = get_type_hints(fn, include_extras=True)
+    except Exception as exc:
+        raise TypeError(f"tool {tool_name!r}: cannot resolve type hints: {exc}") from exc
+    takes_ctx = False
+    fields: dict[str, Any] = {}
+    for pname, param in sig.parameters.items():
+        ann = hints.get(pname, Any)
+        if pname == "ctx" or ann is ToolContext or ann == "ToolContext":
+            takes_ctx = True
+            continue
+        if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+            raise TypeError(f"tool {tool_name!r}: *args/**kwargs are not supported")
+        if pname in docs:
+            ann = Annotated[ann, Field(description=docs[pname])]
+        default = ... if param.default is inspect.Parameter.empty else param.default
+        fields[pname] = (ann, default)
+    model = create_model(f"{tool_name}_arguments", __base__=_ArgsBase, **fields)
+    return takes_ctx, model
+
+
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Drop pydantic's auto titles (noise in a prompt); keep everything else."""
+
+    def walk(node: Any, in_props: bool = False) -> Any:
+        if isinstance(node, dict):
+            out: dict[str, Any] = {}
+            for key, value in node.items():
+                if key == "title" and not in_props and isinstance(value, str):
+                    continue
+                out[key] = walk(value, in_props=key in ("properties", "$defs"))
+            return out
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        return node
+
+    cleaned: dict[str, Any] = walk(schema)
+    cleaned.setdefault("properties", {})
+    cleaned["type"] = "object"
+    return cleaned
+
+
+_SECTION = re.compile(
+    r"^(Args|Arguments|Parameters|Params|Returns|Return|Raises|Yields|Examples?|Notes?)\s*:\s*$"
+)
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Summary and per-parameter descriptions of a Google-style docstring."""
+    summary: list[str] = []
+    params: dict[str, str] = {}
+    section: str | None = None
+    current: str | None = None
+    base_indent: int | None = None
+    for line in doc.splitlines():
+        m = _SECTION.match(line.strip()) if not line.startswith((" ", "\t")) else None
+        if m:
+            section = m.group(1).lower()
+            current, base_indent = None, None
+            continue
+        if section is None:
+            summary.append(line)
+            continue
+        if section not in ("args", "arguments", "parameters", "params") or not line.strip():
+            continue
+        indent = len(line) - len(line.lstrip())
+        pm = re.match(r"^\s*\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$", line)
+        if pm and (base_indent is None or indent <= base_indent):
+            base_indent = indent
+            current = pm.group(1)
+            params[current] = pm.group(2).strip()
+        elif current is not None:
+            params[current] = (params[current] + " " + line.strip()).strip()
+    text = "\n".join(summary).strip()
+    return re.sub(r"[ \t]*\n[ \t]*(?!\n)", " ", text).strip(), params
+
+
+@overload
+def tool(fn: Callable[..., Any], /) -> Tool: ...
+
+
+@overload
+def tool(
+    fn: None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    risk: Risk = "low",
+    approval: Callable[[dict[str, Any]], bool] | None = None,
+    timeout: float = 30.0,
+    expected_duration: float = 1.0,
+    idempotent: bool | None = None,
+) -> Callable[[Callable[..., Any]], Tool]: ...
+
+
+def tool(
+    fn: Callable[..., Any] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    risk: Risk = "low",
+    approval: Callable[[dict[str, Any]], bool] | None = None,
+    timeout: float = 30.0,
+    expected_duration: float = 1.0,
+    idempotent: bool | None = None,
+) -> Tool | Callable[[Callable[..., Any]], Tool]:
+    """Make a ``Tool`` of a plain function (sync or async): ``@tool`` or ``@tool(risk="high")``."""
+
+    def wrap(f: Callable[..., Any]) -> Tool:
+        return Tool(
+            f,
+            name=name,
+            description=description,
+            risk=risk,
+            approval=approval,
+            timeout=timeout,
+            expected_duration=expected_duration,
+            idempotent=idempotent,
+        )
+
+    return wrap(fn) if fn is not None else wrap
+
+
+class ToolRegistry:
+    """An immutable set of tools, safe to share between threads."""
+
+    __slots__ = ("_specs", "_tools")
+
+    def __init__(self, tools: Iterable[Tool] = ()) -> None:
+        by_name: dict[str, Tool] = {}
+        for t in tools:
+            if not isinstance(t, Tool):
+                raise TypeError(f"not a Tool: {t!r} (decorate it with @tool)")
+            if t.name in by_name and by_name[t.name] is not t:
+                raise ValueError(f"duplicate tool name {t.name!r}")
+            by_name[t.name] = t
+        self._tools: Mapping[str, Tool] = MappingProxyType(by_name)
+        self._specs: tuple[ToolSpec, ...] = tuple(t.spec() for t in by_name.values())
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def specs(self, allowed: Iterable[str] | None = None) -> list[ToolSpec]:
+        if allowed is None:
+            return list(self._specs)
+        keep = set(allowed)
+        return [s for s in self._specs if s.name in keep]
+
+    def subset(self, names: Iterable[str]) -> ToolRegistry:
+        names = list(names)
+        missing = [n for n in names if n not in self._tools]
+        if missing:
+            raise KeyError(f"unknown tools {missing}; available: {self.names()}")
+        keep = set(names)
+        return ToolRegistry(t for t in self._tools.values() if t.name in keep)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __iter__(self) -> Iterator[Tool]:
+        return iter(self._tools.values())
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    def __repr__(self) -> str:
+        return f"ToolRegistry({self.names()})"
+
+
+def load_tools(module_paths: Iterable[str]) -> ToolRegistry:
+    """Import each module and collect its module-level ``Tool`` objects, in order."""
+    found: list[Tool] = []
+    for path in module_paths:
+        path = path.strip()
+        if not path:
+            continue
+        try:
+            module = importlib.import_module(path)
+        except ImportError as exc:
+            raise ImportError(f"cannot import tool module {path!r}: {exc}") from exc
+        found.extend(v for v in vars(module).values() if isinstance(v, Tool))
+    return ToolRegistry(found)
