@@ -22,7 +22,6 @@ from agentweb.shop.models import (
     InventoryItem,
     KBArticle,
     Order,
-    Shipment,
     kb_search_vector,
 )
 
@@ -129,7 +128,6 @@ def track_shipment(tracking_number: str) -> dict[str, Any]:
             }
             for x in shipment.escalations.all()
         ],
-        "delivery_attempted": shipment.status == Shipment.Status.DELIVERED,
     }
 
 
