@@ -264,7 +264,7 @@ def _open_approvals(run: Run, outcome: NeedsApproval, events: list[dict[str, Any
     announced = {e["data"].get("call_id") for e in events if e["type"] == "approval_requested"}
     expires = actions.approval_expiry()
     for pending in outcome.calls:
-        _, created = Approval.objects.get_or_create(
+        approval, created = Approval.objects.get_or_create(
             run=run,
             call_id=pending.call_id,
             defaults={
@@ -277,6 +277,14 @@ def _open_approvals(run: Run, outcome: NeedsApproval, events: list[dict[str, Any
             },
         )
         if pending.reason == "unknown_outcome":
+            if not created and approval.status != Approval.Status.PENDING:
+                # The call was approved before and its execution's outcome is unknown:
+                # the same request goes back to a person (the audit log keeps both).
+                Approval.objects.filter(pk=approval.pk).update(
+                    status=Approval.Status.PENDING, reason="unknown_outcome",
+                    decided_by=None, decided_at=None, approved_hash="", expires_at=expires,
+                )
+                created = True
             ToolExecution.objects.filter(
                 run=run, call_id=pending.call_id, status=ToolExecution.Status.STARTED
             ).update(status=ToolExecution.Status.UNKNOWN)

@@ -30,9 +30,10 @@ class DbJournal:
                 )
         except IntegrityError:
             prior = ToolExecution.objects.get(run=self.run, call_id=call_id)
+            # "unknown" (a crash mid-call, not yet cleared by a person) reads as "started".
+            status = "started" if prior.status == ToolExecution.Status.UNKNOWN else prior.status
             return PriorExecution(
-                call_id=call_id,
-                status=prior.status,
+                status=status,  # type: ignore[arg-type]
                 result=prior.result,
                 error=prior.error or None,
             )

@@ -1,0 +1,219 @@
+"""The run lifecycle in-process: claim, steps stored with seqs, pause, decide, resume."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from agentweb.runs import actions, engine
+from agentweb.runs.models import Approval, AuditEntry, Run, RunEvent, ToolExecution
+from agentweb.runtime.messages import ToolMessage
+from agentweb.runtime.testing import ScriptedModel, call
+from tests.runs import sample_tools
+
+
+def start(people: dict[str, Any], task: str = "Order A1 never arrived") -> Run:
+    return actions.do_create_run(user=people["operator"], task=task)
+
+
+def types(run: Run) -> list[str]:
+    return list(RunEvent.objects.filter(run=run).order_by("seq").values_list("type", flat=True))
+
+
+def seqs(run: Run) -> list[int]:
+    return list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
+
+
+def test_it_runs_to_the_end_storing_every_step(people, scripted, enqueued) -> None:
+    scripted.enqueue(call("lookup", order_id="A1"), "Order A1 was delivered.")
+    run = start(people)
+    assert enqueued == [run.pk]
+    assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
+    run.refresh_from_db()
+    assert run.final_answer == "Order A1 was delivered."
+    assert run.decided_by == "model"
+    assert types(run) == ["run_started", "model_called", "tool_call_started",
+                          "tool_call_finished", "model_called", "run_finished"]
+    assert seqs(run) == list(range(1, 7))
+    assert run.last_seq == 6
+    assert run.usage["model_calls"] == 2
+    assert ToolExecution.objects.get(run=run).status == "succeeded"
+    scripted.assert_complete()
+
+
+def test_it_does_not_run_a_run_twice(people, scripted, enqueued) -> None:
+    scripted.enqueue("Done.")
+    run = start(people)
+    assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
+    assert engine.execute_run(run.pk) is None  # a repeated wake-up finds nothing to do
+    assert types(run).count("run_finished") == 1
+
+
+def test_a_risky_call_pauses_without_running(people, scripted, enqueued) -> None:
+    scripted.enqueue(call("pay_out", order_id="A1", amount=30))
+    run = start(people)
+    assert engine.execute_run(run.pk) == Run.Status.WAITING_APPROVAL
+    approval = Approval.objects.get(run=run)
+    assert (approval.tool, approval.arguments, approval.status) == (
+        "pay_out", {"order_id": "A1", "amount": 30}, "pending")
+    assert approval.expires_at > timezone.now() + timedelta(hours=23)
+    assert types(run)[-1] == "approval_requested"
+    assert sample_tools.SIDE_EFFECTS["A1"] == 0
+    assert not ToolExecution.objects.filter(run=run).exists()
+    run.refresh_from_db()
+    assert run.lease_owner == ""
+
+
+def test_approve_resumes_once_and_runs_the_call_once(people, scripted, enqueued) -> None:
+    scripted.enqueue(call("pay_out", order_id="A1", amount=30), "Paid back 30.")
+    run = start(people)
+    engine.execute_run(run.pk)
+    approval = Approval.objects.get(run=run)
+    actions.do_decide_approval(approval_id=approval.pk, user=people["approver"],
+                               decision="approve", comment="ok")
+    assert enqueued == [run.pk, run.pk]
+    assert Run.objects.get(pk=run.pk).status == Run.Status.QUEUED
+    assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
+    assert sample_tools.SIDE_EFFECTS["A1"] == 1
+    execution = ToolExecution.objects.get(run=run)
+    assert sample_tools.KEYS == [execution.call_id]  # the idempotency key is the call id
+    assert AuditEntry.objects.filter(action="approval_approved", run=run).count() == 1
+    assert AuditEntry.objects.filter(action="high_risk_tool_executed", run=run).count() == 1
+    assert "approval_decided" in types(run)
+    run.refresh_from_db()
+    assert seqs(run) == list(range(1, run.last_seq + 1))
+
+
+def test_edited_arguments_are_what_runs(people, scripted, enqueued) -> None:
+    scripted.enqueue(call("pay_out", order_id="A1", amount=300), "Paid back 25.")
+    run = start(people)
+    engine.execute_run(run.pk)
+    approval = Approval.objects.get(run=run)
+    actions.do_decide_approval(approval_id=approval.pk, user=people["approver"],
+                               decision="approve", arguments={"order_id": "A1", "amount": 25})
+    engine.execute_run(run.pk)
+    finished = RunEvent.objects.get(run=run, type="tool_call_finished")
+    assert finished.data["result"]["paid_out"] == 25
+
+
+def test_an_invalid_edit_is_refused_and_nothing_runs(people, scripted, enqueued) -> None:
+    scripted.enqueue(call("pay_out", order_id="A1", amount=30))
+    run = start(people)
+    engine.execute_run(run.pk)
+    approval = Approval.objects.get(run=run)
+    with pytest.raises(actions.InvalidArguments):
+        actions.do_decide_approval(approval_id=approval.pk, user=people["approver"],
+                                   decision="approve", arguments={"amount": "lots"})
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+    assert sample_tools.SIDE_EFFECTS["A1"] == 0
+    assert enqueued == [run.pk]
+
+
+def test_a_reject_reason_reaches_the_model(people, scripted, enqueued) -> None:
+    scripted.enqueue(call("pay_out", order_id="A1", amount=30), "I will explain instead.")
+    run = start(people)
+    engine.execute_run(run.pk)
+    approval = Approval.objects.get(run=run)
+    actions.do_decide_approval(approval_id=approval.pk, user=people["approver"],
+                               decision="reject", comment="Above policy: max 20 EUR")
+    assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
+    last_request = scripted.requests[-1].messages
+    tool_results = [m for m in last_request if isinstance(m, ToolMessage)]
+    assert "Above policy: max 20 EUR" in tool_results[-1].content
+    assert sample_tools.SIDE_EFFECTS["A1"] == 0
+
+
+def test_an_expired_approval_counts_as_rejected(people, scripted, enqueued) -> None:
+    scripted.enqueue(call("pay_out", order_id="A1", amount=30), "Nobody approved in time.")
+    run = start(people)
+    engine.execute_run(run.pk)
+    Approval.objects.filter(run=run).update(expires_at=timezone.now() - timedelta(seconds=1))
+    approval = Approval.objects.get(run=run)
+    with pytest.raises(actions.Conflict, match="expired"):
+        actions.do_decide_approval(approval_id=approval.pk, user=people["approver"],
+                                   decision="approve")
+    assert actions.do_expire_approvals() == 1
+    assert Approval.objects.get(run=run).status == "expired"
+    assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
+    tool_results = [m for m in scripted.requests[-1].messages if isinstance(m, ToolMessage)]
+    assert "expired" in tool_results[-1].content
+    assert sample_tools.SIDE_EFFECTS["A1"] == 0
+
+
+def test_a_recorded_execution_is_never_repeated(people, scripted, enqueued) -> None:
+    """A worker that dies after the tool ran but before the step was stored: on recovery
+    the journal's result is reused instead of paying out twice."""
+    scripted.enqueue(call("pay_out", order_id="A1", amount=10), "Paid.")
+    run = start(people)
+    engine.execute_run(run.pk)
+    approval = Approval.objects.get(run=run)
+    actions.do_decide_approval(approval_id=approval.pk, user=people["approver"],
+                               decision="approve")
+    saved_state = Run.objects.get(pk=run.pk).state
+    assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
+    assert sample_tools.SIDE_EFFECTS["A1"] == 1
+    # Rewind the run to the stored state before the execution, as a crash would leave it.
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED, state=saved_state,
+                                         final_answer="")
+    scripted.enqueue("Paid.")
+    assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
+    assert sample_tools.SIDE_EFFECTS["A1"] == 1
+
+
+def test_a_crash_mid_call_goes_to_a_person(people, scripted, enqueued) -> None:
+    scripted.enqueue(call("pay_out", order_id="A1", amount=10))
+    run = start(people)
+    engine.execute_run(run.pk)
+    approval = Approval.objects.get(run=run)
+    actions.do_decide_approval(approval_id=approval.pk, user=people["approver"],
+                               decision="approve")
+    # The worker recorded the start and died before the tool returned.
+    ToolExecution.objects.create(run=run, call_id=approval.call_id, tool="pay_out",
+                                 arguments=approval.arguments)
+    assert engine.execute_run(run.pk) == Run.Status.WAITING_APPROVAL
+    assert sample_tools.SIDE_EFFECTS["A1"] == 0
+    assert ToolExecution.objects.get(run=run).status == "unknown"
+    assert Approval.objects.filter(run=run, status="pending").count() == 1
+
+
+def test_cancel_stops_a_waiting_run_and_closes_its_approvals(people, scripted, enqueued) -> None:
+    scripted.enqueue(call("pay_out", order_id="A1", amount=30))
+    run = start(people)
+    engine.execute_run(run.pk)
+    actions.do_request_cancel(run, people["operator"])
+    run.refresh_from_db()
+    assert run.status == Run.Status.CANCELLED
+    assert Approval.objects.get(run=run).status == "expired"
+    assert types(run)[-1] == "run_cancelled"
+    with pytest.raises(actions.Conflict):
+        actions.do_request_cancel(run, people["operator"])
+
+
+def test_cancel_of_a_running_run_stops_at_the_next_step(people, scripted, enqueued) -> None:
+    run = start(people)
+
+    def reply(messages: Any, tools: Any) -> Any:
+        actions.do_request_cancel(Run.objects.get(pk=run.pk), people["operator"])
+        return call("lookup", order_id="A1")
+
+    scripted.enqueue(reply, "never asked")
+    assert engine.execute_run(run.pk) == Run.Status.CANCELLED
+    assert types(run)[-1] == "run_cancelled"
+    assert scripted.remaining == 1
+
+
+def test_a_stale_lease_is_taken_over(people, scripted, enqueued) -> None:
+    scripted.enqueue("Done.")
+    run = start(people)
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, lease_owner="dead:1",
+                                         lease_expires_at=timezone.now() + timedelta(minutes=1))
+    assert engine.execute_run(run.pk) is None  # a live lease is respected
+    Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    enqueued.clear()
+    assert actions.do_requeue_stale_runs() == [run.pk]
+    assert enqueued == [run.pk]
+    assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
