@@ -1,0 +1,184 @@
+"""The JSON API of the contract: auth, errors, the permission matrix."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from django.core.management import call_command
+from django.test import Client
+
+from agentweb.accounts.models import ApiToken
+from agentweb.runs import engine
+from agentweb.runs.models import Approval, Run
+from agentweb.runtime.testing import call
+
+
+def bearer(user: Any) -> Client:
+    return Client(HTTP_AUTHORIZATION=f"Bearer {ApiToken.issue(user)}")
+
+
+def post(client: Client, url: str, data: Any) -> Any:
+    return client.post(url, data=json.dumps(data), content_type="application/json")
+
+
+def test_it_needs_authentication(people) -> None:
+    response = Client().get("/api/runs")
+    assert response.status_code == 401
+    assert response.json()["error"]["code"] == "unauthenticated"
+    bad = Client(HTTP_AUTHORIZATION="Bearer nope").get("/api/runs")
+    assert bad.status_code == 401
+
+
+def test_it_creates_and_reads_a_run(people, scripted, enqueued) -> None:
+    client = bearer(people["operator"])
+    response = post(client, "/api/runs", {"task": "Where is order A1?"})
+    assert response.status_code == 201
+    run = response.json()
+    assert run["status"] == "queued"
+    assert run["agent"] == "ticket-assistant"
+    assert run["created_by"] == "operator"
+    assert set(run) >= {"id", "status", "task", "agent", "final_answer", "created_by",
+                        "created_at", "finished_at", "usage"}
+    assert enqueued == [run["id"]]
+    scripted.enqueue(call("lookup", order_id="A1"), "Delivered.")
+    engine.execute_run(run["id"])
+    detail = client.get(f"/api/runs/{run['id']}").json()
+    assert detail["status"] == "succeeded"
+    assert detail["final_answer"] == "Delivered."
+    events = client.get(f"/api/runs/{run['id']}/events?after=0").json()["events"]
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert set(events[0]) == {"seq", "type", "at", "data"}
+    later = client.get(f"/api/runs/{run['id']}/events?after=3").json()["events"]
+    assert [e["seq"] for e in later] == [e["seq"] for e in events[3:]]
+    listed = client.get("/api/runs?status=succeeded&q=order A1").json()["runs"]
+    assert [r["id"] for r in listed] == [run["id"]]
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"task": ""}, 400, "invalid"),
+        ({"task": 5}, 400, "invalid"),
+        ({"task": "x", "agent": "nobody"}, 400, "invalid"),
+        ({"task": "x", "ticket": 999999}, 404, "not_found"),
+        ({"task": "x", "ticket": "7"}, 400, "invalid"),
+        ([1, 2], 400, "invalid"),
+    ],
+)
+def test_bad_input_gets_a_json_error(people, enqueued, body, status, code) -> None:
+    response = post(bearer(people["operator"]), "/api/runs", body)
+    assert response.status_code == status
+    assert response.json()["error"]["code"] == code
+    assert response.json()["error"]["message"]
+    assert not Run.objects.exists()
+
+
+def test_malformed_json_and_bad_query_are_json_errors(people, enqueued) -> None:
+    from agentweb.runs import actions
+
+    client = bearer(people["operator"])
+    run = actions.do_create_run(user=people["operator"], task="x")
+    raw = client.post("/api/runs", data="{nope", content_type="application/json")
+    assert raw.status_code == 400 and "JSON" in raw.json()["error"]["message"]
+    assert client.get("/api/runs?status=nope").status_code == 400
+    assert client.get(f"/api/runs/{run.pk}/events?after=x").status_code == 400
+    assert client.get("/api/runs/424242").json()["error"]["code"] == "not_found"
+    assert client.delete("/api/runs").status_code == 405
+
+
+def test_session_auth_needs_csrf(people, enqueued) -> None:
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(people["operator"])
+    response = post(client, "/api/runs", {"task": "hello"})
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "csrf_failed"
+    assert client.get("/api/runs").status_code == 200
+
+
+def _waiting_run(people, scripted, owner: str) -> Approval:
+    from agentweb.runs import actions
+
+    scripted.enqueue(call("pay_out", order_id="A1", amount=30))
+    run = actions.do_create_run(user=people[owner], task="refund A1")
+    engine.execute_run(run.pk)
+    return Approval.objects.get(run=run)
+
+
+# (decider, run owner) -> expected status: approvers and admins decide others' runs only.
+MATRIX = [
+    ("operator", "operator", 403),
+    ("operator", "approver", 403),
+    ("approver", "approver", 403),
+    ("approver", "operator", 200),
+    ("admin", "admin", 403),
+    ("admin", "operator", 200),
+    ("approver", "admin", 200),
+]
+
+
+@pytest.mark.parametrize(("decider", "owner", "status"), MATRIX)
+def test_the_permission_matrix(people, scripted, enqueued, decider, owner, status) -> None:
+    approval = _waiting_run(people, scripted, owner)
+    response = post(bearer(people[decider]), f"/api/approvals/{approval.pk}/decide",
+                    {"decision": "approve"})
+    assert response.status_code == status, response.json()
+    approval.refresh_from_db()
+    assert approval.status == ("approved" if status == 200 else "pending")
+
+
+def test_decide_errors(people, scripted, enqueued) -> None:
+    approval = _waiting_run(people, scripted, "operator")
+    client = bearer(people["approver"])
+    url = f"/api/approvals/{approval.pk}/decide"
+    assert post(client, url, {"decision": "maybe"}).status_code == 400
+    invalid = post(client, url, {"decision": "approve", "arguments": {"amount": "lots"}})
+    assert invalid.status_code == 422
+    assert invalid.json()["error"]["code"] == "invalid_arguments"
+    assert post(client, url, {"decision": "approve", "arguments": [1]}).status_code == 422
+    assert post(client, url, {"decision": "reject", "comment": "no"}).status_code == 200
+    again = post(client, url, {"decision": "approve"})
+    assert again.status_code == 409
+    assert "already rejected" in again.json()["error"]["message"]
+    listed = client.get("/api/approvals?status=rejected").json()["approvals"]
+    assert [a["id"] for a in listed] == [approval.pk]
+    assert set(listed[0]) >= {"id", "run", "call_id", "tool", "arguments", "risk", "status",
+                              "requested_at", "expires_at"}
+
+
+def test_operators_see_only_their_runs_without_view_all(people, scripted, enqueued) -> None:
+    from django.contrib.auth.models import Group, Permission
+
+    from agentweb.runs import actions
+
+    run = actions.do_create_run(user=people["operator"], task="mine")
+    group = Group.objects.get(name="operator")
+    group.permissions.remove(Permission.objects.get(codename="view_all_runs"))
+    other = bearer(people["operator2"].__class__.objects.get(username="operator2"))
+    assert other.get(f"/api/runs/{run.pk}").status_code == 404
+    assert bearer(people["approver"]).get(f"/api/runs/{run.pk}").status_code == 200
+
+
+def test_cancel_via_api(people, scripted, enqueued) -> None:
+    approval = _waiting_run(people, scripted, "operator")
+    client = bearer(people["operator"])
+    response = client.post(f"/api/runs/{approval.run_id}/cancel")
+    assert response.status_code == 200
+    assert response.json()["status"] == "cancelled"
+    assert client.post(f"/api/runs/{approval.run_id}/cancel").status_code == 409
+
+
+def test_the_openapi_document_lists_the_contract(people) -> None:
+    doc = Client().get("/api/openapi.json").json()
+    assert doc["openapi"].startswith("3.")
+    for path in ["/api/runs", "/api/runs/{id}", "/api/runs/{id}/events", "/api/runs/{id}/cancel",
+                 "/api/tickets", "/api/approvals", "/api/approvals/{id}/decide"]:
+        assert path in doc["paths"]
+
+
+def test_issue_token_prints_a_working_token(people, capsys) -> None:
+    call_command("issue_token", "approver")
+    token = capsys.readouterr().out.strip().splitlines()[-1]
+    response = Client(HTTP_AUTHORIZATION=f"Bearer {token}").get("/api/approvals")
+    assert response.status_code == 200
