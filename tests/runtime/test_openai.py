@@ -1,0 +1,395 @@
+"""The OpenAI-compatible adapter over real localhost HTTP against the fake server."""
+
+import json
+import time
+
+import pytest
+
+from agentweb.runtime.gateway import (
+    ModelAuthError,
+    ModelError,
+    ModelHTTPError,
+    ModelTimeout,
+    ToolSpec,
+)
+from agentweb.runtime.messages import (
+    AssistantMessage,
+    Attachment,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
+from agentweb.runtime.openai import OpenAIChatModel
+from tests.fakes.llm_server import (
+    Reply,
+    oa_call,
+    oa_chunk,
+    oa_reply,
+    oa_text_chunks,
+    oa_usage_chunk,
+)
+
+from .conftest import fast_provider
+
+SPEC = ToolSpec("get_order", "Look up an order.", {"type": "object", "properties": {}})
+MSGS = [SystemMessage(content="sys"), UserMessage(content="hi")]
+
+
+def test_it_completes_and_records_usage(fake_llm, openai_model):
+    fake_llm.enqueue(oa_reply("Hello there.", usage=(11, 7)))
+    r = openai_model.complete(MSGS, [SPEC])
+    assert r.message.content == "Hello there." and r.message.tool_calls == []
+    assert (r.usage.input_tokens, r.usage.output_tokens) == (11, 7)
+    assert r.finish_reason == "stop" and r.model == "fake-model" and r.latency_ms > 0
+    req = fake_llm.requests[0]
+    assert req.path == "/v1/chat/completions"
+    assert req.headers["Authorization"] == "Bearer test-key"
+    assert req.json["model"] == "fake-model"
+    assert req.json["messages"] == [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "hi"},
+    ]
+    assert req.json["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_order",
+                "description": "Look up an order.",
+                "parameters": {"type": "object", "properties": {}},
+            },
+        }
+    ]
+
+
+def test_it_sends_history_with_ids_verbatim_and_images(fake_llm, openai_model):
+    fake_llm.enqueue(oa_reply("ok"))
+    history = [
+        UserMessage(content="see", attachments=[Attachment(media_type="image/png", data="AAAA")]),
+        AssistantMessage(
+            tool_calls=[ToolCall(id="fc_1:odd", name="get_order", arguments={"a": 1})]
+        ),
+        ToolMessage(call_id="fc_1:odd", name="get_order", content="res"),
+    ]
+    openai_model.complete(history, [])
+    sent = fake_llm.requests[0].json["messages"]
+    assert sent[0]["content"][1] == {
+        "type": "image_url",
+        "image_url": {"url": "data:image/png;base64,AAAA"},
+    }
+    assert sent[1]["tool_calls"][0]["id"] == "fc_1:odd"
+    assert json.loads(sent[1]["tool_calls"][0]["function"]["arguments"]) == {"a": 1}
+    assert sent[2] == {"role": "tool", "tool_call_id": "fc_1:odd", "content": "res"}
+    assert "tools" not in fake_llm.requests[0].json
+
+
+def test_it_parses_tool_calls_in_every_argument_shape(fake_llm, openai_model):
+    fake_llm.enqueue(
+        oa_reply(
+            None,
+            [
+                oa_call("c1", "get_order", {"order_id": "A1"}),  # an object
+                oa_call("c2", "get_order", ""),  # empty string
+                oa_call("c3", "get_order", json.dumps(json.dumps({"order_id": "A3"}))),  # double
+                oa_call("c4", "get_order", '{"order_id": "A4",}'),  # trailing comma
+                oa_call("c5", "get_order", "{'order_id': 'A5'}"),  # single quotes
+                oa_call("c6", "get_order", '{"order_id": '),  # broken
+            ],
+            finish_reason="stop",  # "stop" although tool calls are present
+        )
+    )
+    r = openai_model.complete(MSGS, [SPEC])
+    args = [c.arguments for c in r.message.tool_calls]
+    assert args == [
+        {"order_id": "A1"},
+        {},
+        {"order_id": "A3"},
+        {"order_id": "A4"},
+        {"order_id": "A5"},
+        {},
+    ]
+    assert [c.id for c in r.message.tool_calls] == ["c1", "c2", "c3", "c4", "c5", "c6"]
+    assert r.message.tool_calls[5].raw_arguments == '{"order_id": '
+    assert r.message.tool_calls[0].raw_arguments is None
+
+
+def test_it_replaces_missing_and_duplicated_ids(fake_llm, openai_model):
+    fake_llm.enqueue(
+        oa_reply(
+            None,
+            [oa_call(None, "get_order", "{}"), oa_call("d", "a", "{}"), oa_call("d", "b", "{}")],
+        )
+    )
+    ids = [c.id for c in openai_model.complete(MSGS, [SPEC]).message.tool_calls]
+    assert ids[1] == "d" and ids[0] and ids[2] not in ("d", "") and len(set(ids)) == 3
+
+
+def test_it_keeps_reasoning_out_of_the_answer(fake_llm, openai_model):
+    fake_llm.enqueue(
+        oa_reply("<think>secret plan</think>\nThe answer.", reasoning_content="field thoughts"),
+        oa_reply("Plain.", reasoning="other field"),
+    )
+    r = openai_model.complete(MSGS, [])
+    assert r.message.content == "The answer."
+    assert r.message.reasoning == "field thoughts\n\nsecret plan"
+    r = openai_model.complete(MSGS, [])
+    assert (r.message.content, r.message.reasoning) == ("Plain.", "other field")
+
+
+def test_it_streams_text_and_usage(fake_llm, openai_model):
+    fake_llm.enqueue(Reply(sse=[*oa_text_chunks("Hello streaming world"), oa_usage_chunk(9, 4)]))
+    deltas: list[str] = []
+    r = openai_model.stream(MSGS, [], on_delta=deltas.append)
+    assert r.message.content == "Hello streaming world"
+    assert "".join(deltas) == "Hello streaming world" and len(deltas) > 3
+    assert (r.usage.input_tokens, r.usage.output_tokens) == (9, 4)
+    req = fake_llm.requests[0].json
+    assert req["stream"] is True and req["stream_options"] == {"include_usage": True}
+
+
+def test_it_joins_a_tool_call_split_across_chunks(fake_llm, openai_model):
+    chunks = [
+        oa_chunk(
+            {
+                "role": "assistant",
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "call_x",
+                        "type": "function",
+                        "function": {"name": "get_order", "arguments": ""},
+                    }
+                ],
+            }
+        ),
+        oa_chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"order'}}]}),
+        oa_chunk({"tool_calls": [{"index": 0, "function": {"arguments": '_id": "A'}}]}),
+        oa_chunk({"tool_calls": [{"index": 0, "function": {"arguments": '1"}'}}]}),
+        oa_chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 1,
+                        "id": "call_y",
+                        "function": {"name": "search_kb", "arguments": '{"query"'},
+                    }
+                ]
+            }
+        ),
+        oa_chunk({"tool_calls": [{"index": 1, "function": {"arguments": ': "x"}'}}]}),
+        oa_chunk({}, "tool_calls"),
+    ]
+    fake_llm.enqueue(Reply(sse=chunks))
+    r = openai_model.stream(MSGS, [SPEC])
+    calls = [(c.id, c.name, c.arguments) for c in r.message.tool_calls]
+    assert calls == [
+        ("call_x", "get_order", {"order_id": "A1"}),
+        ("call_y", "search_kb", {"query": "x"}),
+    ]
+    assert r.finish_reason == "tool_calls"
+
+
+def test_it_copes_with_deltas_without_index_and_fresh_ids(fake_llm, openai_model):
+    chunks = [
+        oa_chunk(
+            {
+                "tool_calls": [
+                    {"id": "f1", "function": {"name": "get_order", "arguments": '{"order_id":'}}
+                ]
+            }
+        ),
+        oa_chunk({"tool_calls": [{"id": "f2", "function": {"arguments": ' "A1"}'}}]}),
+        oa_chunk(
+            {
+                "tool_calls": [
+                    {"id": "f3", "function": {"name": "search_kb", "arguments": '{"query": "q"}'}}
+                ]
+            }
+        ),
+        oa_chunk({}, "stop"),
+    ]
+    fake_llm.enqueue(Reply(sse=chunks))
+    r = openai_model.stream(MSGS, [SPEC])
+    assert [(c.id, c.name, c.arguments) for c in r.message.tool_calls] == [
+        ("f1", "get_order", {"order_id": "A1"}),
+        ("f3", "search_kb", {"query": "q"}),
+    ]
+
+
+def test_it_copes_with_one_index_for_parallel_calls(fake_llm, openai_model):
+    chunks = [
+        oa_chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "a",
+                        "function": {"name": "get_order", "arguments": '{"order_id": "A1"}'},
+                    }
+                ]
+            }
+        ),
+        oa_chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "b",
+                        "function": {"name": "get_order", "arguments": '{"order_id": "A2"}'},
+                    }
+                ]
+            }
+        ),
+        oa_chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "a",
+                        "function": {"name": "get_order", "arguments": {"order_id": "A3"}},
+                    }
+                ]
+            }
+        ),
+        oa_chunk({}, "tool_calls"),
+    ]
+    fake_llm.enqueue(Reply(sse=chunks))
+    r = openai_model.stream(MSGS, [SPEC])
+    assert [c.arguments["order_id"] for c in r.message.tool_calls] == ["A1", "A2", "A3"]
+    ids = [c.id for c in r.message.tool_calls]
+    assert ids[:2] == ["a", "b"] and len(set(ids)) == 3  # the duplicated id is replaced
+
+
+def test_it_reads_lenient_sse(fake_llm, openai_model):
+    raw = [
+        ": keep-alive comment\n\n",
+        'data:{"choices":[{"index":0,"delta":{"content":"no space"}}]}\n\n',
+        "event: message\n",
+        'data: {"choices":[{"index":0,"delta":{"content":" and"}}]}\n',  # no blank line
+        'data: {"choices":[{"index":0,"delta":{"content":" more"}}]}\n\n',
+        oa_usage_chunk(3, 2),
+    ]
+    fake_llm.enqueue(Reply(sse=raw, done=False))  # ends without [DONE]
+    r = openai_model.stream(MSGS, [])
+    assert r.message.content == "no space and more"
+    assert r.usage.output_tokens == 2
+
+
+def test_it_keeps_streamed_reasoning_and_think_out_of_the_answer(fake_llm, openai_model):
+    chunks = [
+        oa_chunk({"reasoning_content": "field reasoning "}),
+        oa_chunk({"content": "<thi"}),
+        oa_chunk({"content": 'nk>inner <tool_call>{"name": "get_order"}</tool_call></think>'}),
+        oa_chunk({"content": "Visible answer"}),
+        oa_chunk({}, "stop"),
+    ]
+    fake_llm.enqueue(Reply(sse=chunks))
+    deltas: list[str] = []
+    r = openai_model.stream(MSGS, [SPEC], on_delta=deltas.append)
+    assert r.message.content == "Visible answer" and "".join(deltas) == "Visible answer"
+    assert "field reasoning" in r.message.reasoning and "inner" in r.message.reasoning
+    assert r.message.tool_calls == []
+
+
+def test_a_mid_stream_error_is_a_model_error(fake_llm, openai_model):
+    fake_llm.enqueue(
+        Reply(
+            sse=[oa_chunk({"content": "partial"}), {"error": {"message": "overloaded, try later"}}],
+            done=False,
+        )
+    )
+    with pytest.raises(ModelHTTPError, match="overloaded"):
+        openai_model.stream(MSGS, [])
+
+
+def test_an_empty_stream_is_an_error(fake_llm, openai_model):
+    fake_llm.enqueue(Reply(sse=[], done=False))
+    with pytest.raises(ModelHTTPError, match="without any data"):
+        openai_model.stream(MSGS, [])
+
+
+def test_it_retries_429_honouring_retry_after(fake_llm, openai_model):
+    fake_llm.enqueue(
+        Reply(status=429, json={"error": {"message": "slow down"}}, headers={"Retry-After": "0.1"}),
+        oa_reply("finally"),
+    )
+    t0 = time.perf_counter()
+    assert openai_model.complete(MSGS, []).message.content == "finally"
+    assert time.perf_counter() - t0 >= 0.1
+    assert len(fake_llm.requests) == 2
+
+
+def test_it_retries_5xx_and_dropped_connections_then_gives_up(fake_llm, openai_model):
+    fake_llm.enqueue(Reply(status=502, body=b"bad gateway"), Reply(drop=True), oa_reply("ok"))
+    assert openai_model.complete(MSGS, []).message.content == "ok"
+    fake_llm.enqueue(*[Reply(status=500, json={"error": {"message": "boom"}})] * 3)
+    with pytest.raises(ModelHTTPError, match=r"HTTP 500: boom \(gave up after 3 attempts\)"):
+        openai_model.complete(MSGS, [])
+    assert len(fake_llm.requests) == 6
+
+
+def test_streams_are_retried_before_the_first_event(fake_llm, openai_model):
+    fake_llm.enqueue(Reply(status=503, body=b"busy"), Reply(sse=oa_text_chunks("ok")))
+    assert openai_model.stream(MSGS, []).message.content == "ok"
+
+
+def test_a_stalled_server_times_out(fake_llm, openai_model):
+    fake_llm.enqueue(Reply(json=oa_reply("late"), delay=1.0))
+    t0 = time.perf_counter()
+    with pytest.raises(ModelTimeout):
+        openai_model.complete(MSGS, [], timeout=0.2)
+    assert time.perf_counter() - t0 < 0.9
+    fake_llm.enqueue(Reply(sse=oa_text_chunks("slow"), stall_after=2, stall=1.0))
+    with pytest.raises(ModelTimeout):
+        openai_model.stream(MSGS, [], timeout=0.2)
+
+
+def test_an_auth_failure_names_the_provider(fake_llm, openai_model):
+    fake_llm.enqueue(Reply(status=401, json={"error": {"message": "Incorrect API key provided"}}))
+    with pytest.raises(ModelAuthError, match=r"^openai: authentication failed \(HTTP 401\)"):
+        openai_model.complete(MSGS, [])
+    assert len(fake_llm.requests) == 1  # not retried
+
+
+def test_it_drops_an_unsupported_parameter_and_remembers(fake_llm):
+    model = OpenAIChatModel(
+        "fake-model",
+        fast_provider("openai", fake_llm.openai_url),
+        params={"temperature": 0.2, "parallel_tool_calls": False},
+    )
+    fake_llm.enqueue(
+        Reply(
+            status=400,
+            json={
+                "error": {"message": "Unrecognized request argument supplied: parallel_tool_calls"}
+            },
+        ),
+        oa_reply("fine"),
+        oa_reply("again"),
+    )
+    assert model.complete(MSGS, []).message.content == "fine"
+    assert model.complete(MSGS, []).message.content == "again"
+    sent = [r.json for r in fake_llm.requests]
+    assert "parallel_tool_calls" in sent[0] and "parallel_tool_calls" not in sent[1]
+    assert "parallel_tool_calls" not in sent[2] and sent[2]["temperature"] == 0.2
+    assert model.provider.dropped_params == {"parallel_tool_calls"}
+
+
+def test_a_bad_request_that_names_no_optional_param_fails_clearly(fake_llm, openai_model):
+    fake_llm.enqueue(Reply(status=400, json={"error": {"message": "messages: too long"}}))
+    with pytest.raises(ModelHTTPError, match="HTTP 400: messages: too long"):
+        openai_model.complete(MSGS, [])
+
+
+def test_connection_refused_is_a_model_error():
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    model = OpenAIChatModel(
+        "m", fast_provider("openai", f"http://127.0.0.1:{port}/v1", max_retries=1)
+    )
+    with pytest.raises(ModelError, match="openai: connection failed after 2 attempts"):
+        model.complete(MSGS, [])
