@@ -62,7 +62,10 @@ def test_the_streaming_think_filter_holds_back_split_tags():
 
 
 def test_it_finds_tool_call_tags():
-    text = 'Checking.\n<tool_call>\n{"name": "get_order", "arguments": {"order_id": "A1"}}\n</tool_call>'
+    text = (
+        "Checking.\n<tool_call>\n"
+        '{"name": "get_order", "arguments": {"order_id": "A1"}}\n</tool_call>'
+    )
     out = parse_text_calls(text, TOOLS)
     assert out.form == "tags" and out.text == "Checking."
     assert [(c.name, c.arguments) for c in out.calls] == [("get_order", {"order_id": "A1"})]
@@ -90,7 +93,8 @@ def test_it_finds_a_json_call_in_a_fenced_block():
 def test_it_finds_other_call_shapes():
     forms = [
         '{"tool": "get_order", "args": {"order_id": "A7"}}',
-        '[{"type": "function", "function": {"name": "get_order", "arguments": "{\\"order_id\\": \\"A7\\"}"}}]',
+        '[{"type": "function", "function": {"name": "get_order", '
+        '"arguments": "{\\"order_id\\": \\"A7\\"}"}}]',
         '[TOOL_CALLS] [{"name": "get_order", "arguments": {"order_id": "A7"}}]',
     ]
     for text in forms:

@@ -1,0 +1,57 @@
+import sys
+import types
+
+import pytest
+
+from agentweb.runtime.anthropic import AnthropicModel
+from agentweb.runtime.gateway import ConfigError, model_from_config
+from agentweb.runtime.openai import OpenAIChatModel
+
+
+def test_it_builds_an_openai_compatible_model_from_env():
+    m = model_from_config("openai:qwen2.5", {"OPENAI_BASE_URL": "http://127.0.0.1:11434/v1/"})
+    assert isinstance(m, OpenAIChatModel)
+    assert m.url == "http://127.0.0.1:11434/v1/chat/completions"
+    assert m.name == "openai:qwen2.5" and m.scripted is False
+    assert m.provider.api_key is None  # a local server needs no key
+
+
+def test_it_builds_an_anthropic_model_from_env():
+    m = model_from_config(
+        "anthropic:claude-x", {"ANTHROPIC_BASE_URL": "http://127.0.0.1:9", "ANTHROPIC_API_KEY": "k"}
+    )
+    assert isinstance(m, AnthropicModel)
+    assert m.url == "http://127.0.0.1:9/v1/messages"
+    assert m.provider.api_key == "k"
+
+
+@pytest.mark.parametrize(
+    ("spec", "env", "variable"),
+    [
+        ("gpt-4", {}, "AGENTWEB_MODEL"),
+        ("openai:", {}, "AGENTWEB_MODEL"),
+        ("mistral:large", {}, "AGENTWEB_MODEL"),
+        ("openai:gpt-4o", {}, "OPENAI_API_KEY"),
+        ("anthropic:claude", {}, "ANTHROPIC_API_KEY"),
+        ("openai:gpt-4o", {"OPENAI_BASE_URL": "localhost:8000"}, "OPENAI_BASE_URL"),
+        (
+            "anthropic:c",
+            {"ANTHROPIC_BASE_URL": "ftp://x", "ANTHROPIC_API_KEY": "k"},
+            "ANTHROPIC_BASE_URL",
+        ),
+    ],
+)
+def test_bad_configuration_names_the_variable(spec, env, variable):
+    with pytest.raises(ConfigError, match=variable):
+        model_from_config(spec, env)
+
+
+def test_demo_is_imported_lazily(monkeypatch):
+    class DemoModel:
+        name = "demo"
+        scripted = True
+
+    fake = types.ModuleType("agentweb.runtime.demo")
+    fake.DemoModel = DemoModel
+    monkeypatch.setitem(sys.modules, "agentweb.runtime.demo", fake)
+    assert isinstance(model_from_config("demo", {}), DemoModel)
