@@ -1,0 +1,29 @@
+from typing import Any
+
+from django.http import HttpRequest
+
+from agentweb.runs.api import visible_runs
+from agentweb.runs.models import Approval
+
+
+def pending_count(user: Any) -> int:
+    return Approval.objects.filter(
+        status=Approval.Status.PENDING, run__in=visible_runs(user)
+    ).count()
+
+
+def navigation(request: HttpRequest) -> dict[str, Any]:
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {}
+    path = request.path
+    return {
+        "nav_section": next(
+            (s for s in ("tickets", "runs", "approvals", "agents") if path.startswith(f"/{s}/")),
+            "",
+        ),
+        "nav_pending": pending_count(user),
+        "nav_is_admin": user.has_perm("runs.change_agentprofile"),
+        "nav_can_decide": user.has_perm("runs.decide_approval"),
+        "nav_roles": ", ".join(g.name for g in user.groups.all()) or "no role",
+    }

@@ -1,0 +1,92 @@
+"""Small filters for the pages. All return plain strings; templates escape them."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django import template
+from django.utils import timezone
+
+from agentweb.web.timeline import pretty as _pretty
+
+register = template.Library()
+
+
+@register.filter
+def pretty(value: Any) -> str:
+    return _pretty(value)
+
+
+@register.filter
+def ms(value: Any) -> str:
+    """Milliseconds for people: 840 ms, 1.2 s, 2 min 3 s."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "—"
+    if number < 1000:
+        return f"{number:.0f} ms"
+    if number < 60_000:
+        return f"{number / 1000:.1f} s"
+    minutes, seconds = divmod(int(number / 1000), 60)
+    return f"{minutes} min {seconds} s"
+
+
+@register.filter
+def usd(value: Any) -> str:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "—"
+    if number == 0:
+        return "$0"
+    if number < 0.01:
+        return f"${number:.4f}"
+    return f"${number:.2f}"
+
+
+@register.filter
+def since(value: datetime | None, until: datetime | None = None) -> str:
+    """Elapsed time between two datetimes (until defaults to now), compact."""
+    if value is None:
+        return "—"
+    end = until or timezone.now()
+    seconds = max(0, int((end - value).total_seconds()))
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m {seconds % 60:02d}s"
+    if seconds < 86400:
+        return f"{seconds // 3600}h {(seconds % 3600) // 60:02d}m"
+    return f"{seconds // 86400}d {(seconds % 86400) // 3600}h"
+
+
+@register.filter
+def until(value: datetime | None) -> str:
+    if value is None:
+        return "—"
+    seconds = int((value - timezone.now()).total_seconds())
+    if seconds <= 0:
+        return "expired"
+    return "in " + since(timezone.now(), value)
+
+
+@register.filter
+def get(mapping: Any, key: Any) -> Any:
+    try:
+        return mapping.get(key)
+    except AttributeError:
+        return None
+
+
+@register.simple_tag(takes_context=True)
+def query(context: Any, **changes: Any) -> str:
+    """The current query string with some parameters changed (for pagination links)."""
+    params = context["request"].GET.copy()
+    for key, value in changes.items():
+        if value in (None, ""):
+            params.pop(key, None)
+        else:
+            params[key] = value
+    return params.urlencode()

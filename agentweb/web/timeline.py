@@ -1,0 +1,311 @@
+"""Turn stored run events into what the pages show: steps, timing, cost, replay context.
+
+Everything here reads stored events only; nothing calls a model or a tool.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agentweb.runs.models import Run, RunEvent
+
+# USD per million tokens (input, output), used only when an event carries no cost of its own.
+# Rough public list prices; the page labels the figure as an estimate.
+PRICES: dict[str, tuple[float, float]] = {
+    "demo": (0.0, 0.0),
+    "openai:gpt-4o-mini": (0.15, 0.60),
+    "openai:gpt-4o": (2.50, 10.0),
+    "openai:gpt-4.1-mini": (0.40, 1.60),
+    "openai:gpt-4.1": (2.0, 8.0),
+    "anthropic:claude-3-5-haiku": (0.80, 4.0),
+    "anthropic:claude-sonnet-4": (3.0, 15.0),
+}
+DEFAULT_PRICE = (1.0, 4.0)
+
+
+def price_for(model: str) -> tuple[float, float]:
+    model = (model or "").strip()
+    if model in PRICES:
+        return PRICES[model]
+    for name, price in PRICES.items():
+        if model.startswith(name):
+            return price
+    if model.startswith("demo"):
+        return PRICES["demo"]
+    return DEFAULT_PRICE
+
+
+def step_cost(data: dict[str, Any], model: str) -> float:
+    if isinstance(data.get("cost_usd"), int | float):
+        return float(data["cost_usd"])
+    tokens = data.get("tokens") or {}
+    price_in, price_out = price_for(str(data.get("model") or model))
+    try:
+        return (
+            int(tokens.get("input", 0)) * price_in + int(tokens.get("output", 0)) * price_out
+        ) / 1_000_000
+    except (TypeError, ValueError, AttributeError):
+        return 0.0
+
+
+def pretty(value: Any) -> str:
+    """JSON pretty-printed for a <pre>; the template escapes it."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return value
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+
+
+@dataclass
+class Step:
+    """One stored event as the timeline shows it."""
+
+    seq: int
+    type: str
+    at: Any
+    data: dict[str, Any]
+    turn: int = 0
+    cost: float = 0.0
+    ctx: int = 0  # replay: how many context messages the model had at this step
+
+    @property
+    def dom_id(self) -> str:
+        return f"event-{self.seq}"
+
+
+def steps_for(events: Iterable[RunEvent], *, model: str = "", turn_base: int = 0) -> list[Step]:
+    """Annotate events with the model turn number and per-step cost.
+
+    ``turn_base`` is the number of ``model_called`` events before the first one given."""
+    out = []
+    turn = turn_base
+    for event in events:
+        data = event.data if isinstance(event.data, dict) else {"value": event.data}
+        step = Step(seq=event.seq, type=event.type, at=event.at, data=data)
+        if event.type == "model_called":
+            turn += 1
+            step.turn = turn
+            step.cost = step_cost(data, model)
+        out.append(step)
+    return out
+
+
+@dataclass
+class Timing:
+    model_ms: float = 0.0
+    tool_ms: float = 0.0
+    segments: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def total_ms(self) -> float:
+        return self.model_ms + self.tool_ms
+
+    @property
+    def model_pct(self) -> float:
+        return round(100 * self.model_ms / self.total_ms, 1) if self.total_ms else 0.0
+
+    @property
+    def tool_pct(self) -> float:
+        return round(100 - self.model_pct, 1) if self.total_ms else 0.0
+
+
+def _ms(value: Any) -> float:
+    try:
+        return max(0.0, float(value or 0))
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def timing_for(events: Iterable[RunEvent | Step]) -> Timing:
+    """Model time against tool time, plus the ordered segments of the strip."""
+    timing = Timing()
+    raw: list[dict[str, Any]] = []
+    for event in events:
+        data = event.data if isinstance(event.data, dict) else {}
+        if event.type == "model_called":
+            ms = _ms(data.get("latency_ms"))
+            timing.model_ms += ms
+            raw.append({"kind": "model", "ms": ms, "seq": event.seq, "label": "model"})
+        elif event.type == "tool_call_finished":
+            ms = _ms(data.get("duration_ms"))
+            timing.tool_ms += ms
+            raw.append(
+                {"kind": "tool", "ms": ms, "seq": event.seq, "label": str(data.get("tool", "tool"))}
+            )
+    total = timing.total_ms
+    for seg in raw:
+        seg["pct"] = round(100 * seg["ms"] / total, 2) if total else 0
+        timing.segments.append(seg)
+    return timing
+
+
+def usage_for(run: Run) -> dict[str, Any]:
+    usage = dict(run.usage or {})
+    usage.setdefault("input_tokens", 0)
+    usage.setdefault("output_tokens", 0)
+    usage.setdefault("model_calls", 0)
+    return usage
+
+
+def total_cost(run: Run, steps: Sequence[Step] | None = None) -> float:
+    usage = run.usage or {}
+    if usage.get("cost_usd"):
+        return float(usage["cost_usd"])
+    if steps is not None:
+        return sum(s.cost for s in steps)
+    price_in, price_out = price_for(run.model)
+    return (
+        int(usage.get("input_tokens", 0)) * price_in
+        + int(usage.get("output_tokens", 0)) * price_out
+    ) / 1_000_000
+
+
+# --- replay: what the model had in front of it ------------------------------------------
+
+
+@dataclass
+class ContextMessage:
+    index: int
+    role: str
+    text: str
+
+
+def replay_context(task: str, steps: list[Step]) -> list[ContextMessage]:
+    """Rebuild the conversation from stored events and set each step's ``ctx``: the number
+    of messages the model had seen when that step happened.
+
+    A ``model_called`` step sees everything before it; its reply becomes a message after.
+    The system prompt is not an event, so the replay starts at the task."""
+    messages: list[ContextMessage] = []
+
+    def add(role: str, text: str) -> None:
+        messages.append(ContextMessage(index=len(messages), role=role, text=text))
+
+    add("user", task)
+    for step in steps:
+        data = step.data
+        step.ctx = len(messages)
+        if step.type == "model_called":
+            text = str(data.get("text") or "")
+            calls = data.get("tool_calls") or []
+            parts = [text] if text else []
+            for call in calls:
+                if isinstance(call, dict):
+                    parts.append(f"→ {call.get('name')}({pretty(call.get('arguments') or {})})")
+            add("assistant", "\n".join(parts) or "(no text)")
+        elif step.type == "tool_call_finished":
+            if data.get("ok", True):
+                body = pretty(data.get("result"))
+            else:
+                body = f"error: {data.get('error')}"
+            add(f"tool · {data.get('tool', '')}", body)
+        elif step.type == "approval_decided":
+            decision = data.get("decision")
+            if decision != "approved":
+                add("tool", f"{data.get('tool', '')} {decision}: {data.get('comment', '')}")
+        elif step.type == "context_compacted":
+            add(
+                "system",
+                f"context compacted: {data.get('tokens_before')} → {data.get('tokens_after')} "
+                "tokens",
+            )
+    return messages
+
+
+# --- compare: two runs, tool calls aligned --------------------------------------------------
+
+
+@dataclass
+class Call:
+    call_id: str
+    tool: str
+    arguments: Any
+    ok: bool | None = None
+    result: Any = None
+    error: str = ""
+    duration_ms: float | None = None
+
+    @property
+    def args_text(self) -> str:
+        return pretty(self.arguments)
+
+    @property
+    def result_text(self) -> str:
+        return pretty(self.result) if self.ok is not False else f"error: {self.error}"
+
+
+def calls_of(steps: Iterable[Step]) -> list[Call]:
+    calls: dict[str, Call] = {}
+    order: list[str] = []
+    for step in steps:
+        data = step.data
+        call_id = str(data.get("call_id", ""))
+        if step.type == "tool_call_started":
+            if call_id not in calls:
+                order.append(call_id)
+            calls[call_id] = Call(call_id, str(data.get("tool", "")), data.get("arguments"))
+        elif step.type == "tool_call_finished":
+            call = calls.get(call_id)
+            if call is None:
+                call = calls[call_id] = Call(call_id, str(data.get("tool", "")), None)
+                order.append(call_id)
+            call.ok = bool(data.get("ok"))
+            call.result = data.get("result")
+            call.error = str(data.get("error") or "")
+            call.duration_ms = _ms(data.get("duration_ms"))
+    return [calls[c] for c in order]
+
+
+@dataclass
+class Row:
+    left: Call | None
+    right: Call | None
+    tool_differs: bool = False
+    args_differ: bool = False
+    result_differs: bool = False
+
+
+def align(left: list[Call], right: list[Call]) -> list[Row]:
+    """Align two call sequences by tool name (longest matching blocks), then mark what
+    differs in each aligned pair."""
+    from difflib import SequenceMatcher
+
+    matcher = SequenceMatcher(a=[c.tool for c in left], b=[c.tool for c in right], autojunk=False)
+    rows: list[Row] = []
+    for op, a0, a1, b0, b1 in matcher.get_opcodes():
+        if op == "equal":
+            for a, b in zip(left[a0:a1], right[b0:b1], strict=True):
+                rows.append(
+                    Row(
+                        a,
+                        b,
+                        args_differ=a.args_text != b.args_text,
+                        result_differs=a.result_text != b.result_text,
+                    )
+                )
+        else:
+            lpart, rpart = left[a0:a1], right[b0:b1]
+            for i in range(max(len(lpart), len(rpart))):
+                one = lpart[i] if i < len(lpart) else None
+                other = rpart[i] if i < len(rpart) else None
+                both = one is not None and other is not None
+                rows.append(
+                    Row(
+                        one,
+                        other,
+                        tool_differs=True,
+                        args_differ=not both
+                        or (
+                            one is not None
+                            and other is not None
+                            and one.args_text != other.args_text
+                        ),
+                        result_differs=True,
+                    )
+                )
+    return rows

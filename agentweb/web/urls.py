@@ -1,0 +1,23 @@
+from django.urls import path
+
+from agentweb.web import views
+
+app_name = "web"
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("tickets/", views.tickets, name="tickets"),
+    path("tickets/<int:ticket_id>/run/", views.ticket_run, name="ticket_run"),
+    path("runs/", views.runs, name="runs"),
+    path("runs/new/", views.run_new, name="run_new"),
+    path("runs/compare/", views.compare, name="compare"),
+    path("runs/import/", views.import_run, name="import"),
+    path("runs/<int:run_id>/", views.run_detail, name="run"),
+    path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
+    path("runs/<int:run_id>/replay/", views.replay, name="replay"),
+    path("runs/<int:run_id>/export.json", views.export, name="export"),
+    path("approvals/", views.approvals, name="approvals"),
+    path("approvals/<int:approval_id>/decide/", views.approval_decide, name="decide"),
+    path("agents/", views.agents, name="agents"),
+    path("agents/<int:agent_id>/", views.agent_edit, name="agent_edit"),
+]

@@ -1,0 +1,513 @@
+"""The pages. Views parse input, call one action, and render; the rules live in actions."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, time, timedelta
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.models import User
+from django.core.paginator import Paginator
+from django.db.models import Count, Q
+from django.http import (
+    Http404,
+    HttpRequest,
+    HttpResponse,
+    HttpResponseBadRequest,
+    HttpResponseRedirect,
+    JsonResponse,
+)
+from django.middleware.csrf import get_token
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.middleware import HtmxDetails
+
+from agentweb.runs import actions
+from agentweb.runs.api import run_json, visible_runs
+from agentweb.runs.models import AgentProfile, Approval, Run, RunEvent
+from agentweb.shop.models import Ticket
+from agentweb.web import fragments, timeline
+from agentweb.web.forms import AgentProfileForm, ImportForm, RunSearchForm, TaskForm
+
+EXPORT_SCHEMA = "agentweb.run-export/1"
+
+
+class Request(HttpRequest):
+    """What the middleware adds, for the type checker (every view here needs a login)."""
+
+    user: User
+    htmx: HtmxDetails
+
+
+RUNS_PER_PAGE = 25
+
+
+def _run_or_404(request: Request, run_id: int) -> Run:
+    run = visible_runs(request.user).select_related("ticket").filter(pk=run_id).first()
+    if run is None:
+        raise Http404("no such run")
+    return run
+
+
+def _next_url(request: Request, default: str) -> str:
+    target = request.POST.get("next") or request.GET.get("next") or ""
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return default
+
+
+@login_required
+def home(request: Request) -> HttpResponse:
+    return redirect("web:tickets")
+
+
+# --- tickets and starting runs -----------------------------------------------------------
+
+
+@login_required
+@require_GET
+def tickets(request: Request) -> HttpResponse:
+    status = request.GET.get("status", "open")
+    qs = Ticket.objects.select_related("customer", "order").prefetch_related(
+        "order__shipments", "order__items"
+    )
+    if status in Ticket.Status.values:
+        qs = qs.filter(status=status)
+    ticket_list = list(qs[:200])
+    runs_by_ticket: dict[int, list[Run]] = {}
+    for run in visible_runs(request.user).filter(ticket__in=ticket_list).order_by("-created_at"):
+        if run.ticket_id is not None:
+            runs_by_ticket.setdefault(run.ticket_id, []).append(run)
+    orders_count = dict(
+        Ticket.objects.filter(pk__in=[t.pk for t in ticket_list])
+        .annotate(n=Count("customer__orders"))
+        .values_list("pk", "n")
+    )
+    rows = [
+        {"ticket": t, "runs": runs_by_ticket.get(t.pk, [])[:3], "orders": orders_count.get(t.pk)}
+        for t in ticket_list
+    ]
+    counts = dict(Ticket.objects.values_list("status").annotate(n=Count("pk")))
+    return render(
+        request,
+        "web/tickets.html",
+        {
+            "rows": rows,
+            "status": status,
+            "statuses": Ticket.Status.choices,
+            "counts": counts,
+            "form": TaskForm(),
+        },
+    )
+
+
+@login_required
+@require_POST
+def ticket_run(request: Request, ticket_id: int) -> HttpResponse:
+    if not request.user.has_perm("runs.add_run"):
+        messages.error(request, "You may not start runs.")
+        return redirect("web:tickets")
+    agent = request.POST.get("agent") or None
+    try:
+        run = actions.do_create_run(
+            user=request.user, task="", agent_name=agent, ticket_id=ticket_id
+        )
+    except actions.ActionError as exc:
+        messages.error(request, exc.message)
+        return redirect("web:tickets")
+    return redirect("web:run", run_id=run.pk)
+
+
+@login_required
+@require_POST
+def run_new(request: Request) -> HttpResponse:
+    if not request.user.has_perm("runs.add_run"):
+        messages.error(request, "You may not start runs.")
+        return redirect("web:tickets")
+    form = TaskForm(request.POST)
+    if not form.is_valid():
+        for errors in form.errors.values():
+            for err in errors:
+                messages.error(request, str(err))
+        return redirect("web:tickets")
+    try:
+        run = actions.do_create_run(
+            user=request.user,
+            task=form.cleaned_data["task"],
+            agent_name=form.cleaned_data.get("agent") or None,
+        )
+    except actions.ActionError as exc:
+        messages.error(request, exc.message)
+        return redirect("web:tickets")
+    return redirect("web:run", run_id=run.pk)
+
+
+# --- the run page ------------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def run_detail(request: Request, run_id: int) -> HttpResponse:
+    run = _run_or_404(request, run_id)
+    events = list(RunEvent.objects.filter(run=run).order_by("seq"))
+    steps = timeline.steps_for(events, model=run.model)
+    slots = fragments.approval_slots(run, request.user)
+    header = fragments.header_context(run, request.user, steps)
+    return render(
+        request,
+        "web/run_detail.html",
+        {
+            **header,
+            "steps": steps,
+            "slots": slots,
+            "last_seq": steps[-1].seq if steps else 0,
+            "csrf": get_token(request),
+            "next": request.path,
+        },
+    )
+
+
+@login_required
+@require_POST
+def run_cancel(request: Request, run_id: int) -> HttpResponse:
+    run = _run_or_404(request, run_id)
+    if not fragments.can_cancel(request.user, run):
+        messages.error(request, "You may not cancel this run.")
+    else:
+        try:
+            actions.do_request_cancel(run, request.user)
+            messages.info(request, "Cancellation requested.")
+        except actions.ActionError as exc:
+            messages.error(request, exc.message)
+    return redirect("web:run", run_id=run.pk)
+
+
+# --- approvals -----------------------------------------------------------------------------
+
+
+def _pending_approvals(user: Any) -> list[dict[str, Any]]:
+    qs = (
+        Approval.objects.filter(status=Approval.Status.PENDING, run__in=visible_runs(user))
+        .select_related("run", "run__created_by", "run__agent")
+        .order_by("requested_at")
+    )
+    rows = []
+    for approval in qs[:500]:
+        allowed, why = actions.may_decide(user, approval)
+        rows.append({"approval": approval, "may_decide": allowed, "why": why})
+    return rows
+
+
+@login_required
+@require_GET
+def approvals(request: Request) -> HttpResponse:
+    context = {
+        "rows": _pending_approvals(request.user),
+        "csrf": get_token(request),
+        "next": request.path,
+    }
+    if request.GET.get("partial"):
+        return render(request, "web/_approvals_list.html", context)
+    recent = (
+        Approval.objects.filter(run__in=visible_runs(request.user))
+        .exclude(status=Approval.Status.PENDING)
+        .select_related("decided_by", "run")
+        .order_by("-decided_at")[:15]
+    )
+    return render(request, "web/approvals.html", {**context, "recent": recent})
+
+
+@login_required
+@require_POST
+def approval_decide(request: Request, approval_id: int) -> HttpResponse:
+    approval = (
+        Approval.objects.select_related("run")
+        .filter(pk=approval_id, run__in=visible_runs(request.user))
+        .first()
+    )
+    if approval is None:
+        raise Http404("no such approval")
+    action = request.POST.get("decision", "")
+    comment = request.POST.get("comment", "")
+    arguments = None
+    error = ""
+    if action == "edit":
+        try:
+            arguments = json.loads(request.POST.get("arguments", ""))
+        except ValueError as exc:
+            error = f"The edited arguments are not valid JSON: {exc}"
+        else:
+            if not isinstance(arguments, dict):
+                error = "The edited arguments must be a JSON object."
+        action = "approve"
+    if not error:
+        try:
+            actions.do_decide_approval(
+                approval_id=approval.pk,
+                user=request.user,
+                decision=action,
+                comment=comment,
+                arguments=arguments,
+            )
+        except actions.ActionError as exc:
+            error = exc.message
+    default = reverse("web:run", args=[approval.run_id])
+    if request.htmx:
+        approval.refresh_from_db()
+        allowed, why = actions.may_decide(request.user, approval)
+        return render(
+            request,
+            "web/_approval_slot.html",
+            {
+                "approval": approval,
+                "may_decide": allowed and approval.status == Approval.Status.PENDING,
+                "why": why,
+                "error": error,
+                "csrf": get_token(request),
+                "next": _next_url(request, default),
+                "posted_arguments": request.POST.get("arguments", ""),
+            },
+        )
+    if error:
+        messages.error(request, error)
+    else:
+        messages.success(request, f"{approval.tool}: {action}d.")
+    return HttpResponseRedirect(_next_url(request, default))
+
+
+# --- runs list ----------------------------------------------------------------------------
+
+
+def _search(request: Request, form: RunSearchForm) -> Any:
+    qs = visible_runs(request.user).select_related("agent", "created_by", "ticket")
+    if not form.is_valid():
+        return qs
+    data = form.cleaned_data
+    if data.get("q"):
+        qs = qs.filter(Q(task__icontains=data["q"]) | Q(final_answer__icontains=data["q"]))
+    if data.get("status"):
+        qs = qs.filter(status=data["status"])
+    if data.get("agent"):
+        qs = qs.filter(agent__name=data["agent"])
+    if data.get("requester"):
+        qs = qs.filter(created_by__username__iexact=data["requester"])
+    if data.get("tool"):
+        qs = qs.filter(
+            pk__in=RunEvent.objects.filter(
+                type="tool_call_started", data__tool=data["tool"]
+            ).values("run_id")
+        )
+    tz = timezone.get_current_timezone()
+    if data.get("since"):
+        qs = qs.filter(created_at__gte=datetime.combine(data["since"], time.min, tzinfo=tz))
+    if data.get("until"):
+        end = datetime.combine(data["until"], time.min, tzinfo=tz) + timedelta(days=1)
+        qs = qs.filter(created_at__lt=end)
+    return qs
+
+
+@login_required
+@require_GET
+def runs(request: Request) -> HttpResponse:
+    form = RunSearchForm(request.GET or None)
+    qs = _search(request, form).annotate(
+        n_tools=Count("events", filter=Q(events__type="tool_call_started"))
+    )
+    page = Paginator(qs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
+    context = {"form": form, "page": page, "runs": page.object_list}
+    if request.htmx and request.htmx.target == "runs-table":
+        return render(request, "web/_runs_table.html", context)
+    return render(request, "web/runs.html", context)
+
+
+# --- replay, compare, export, import ---------------------------------------------------------
+
+
+def _replay_context(
+    task: str, events: list[RunEvent], model: str
+) -> tuple[list[timeline.Step], list[timeline.ContextMessage]]:
+    steps = timeline.steps_for(events, model=model)
+    messages_ = timeline.replay_context(task, steps)
+    return steps, messages_
+
+
+@login_required
+@require_GET
+def replay(request: Request, run_id: int) -> HttpResponse:
+    run = _run_or_404(request, run_id)
+    events = list(RunEvent.objects.filter(run=run).order_by("seq"))
+    steps, context_messages = _replay_context(run.task, events, run.model)
+    return render(
+        request,
+        "web/replay.html",
+        {
+            "run": run,
+            "steps": steps,
+            "context_messages": context_messages,
+            "ctx_counts": [s.ctx for s in steps],
+            "timing": timeline.timing_for(steps),
+            "imported": False,
+        },
+    )
+
+
+@login_required
+@require_GET
+def compare(request: Request) -> HttpResponse:
+    a_id, b_id = request.GET.get("a", ""), request.GET.get("b", "")
+    context: dict[str, Any] = {"a_id": a_id, "b_id": b_id, "recent": []}
+    if a_id.isdigit() and b_id.isdigit():
+        left = _run_or_404(request, int(a_id))
+        right = _run_or_404(request, int(b_id))
+        left_steps = timeline.steps_for(RunEvent.objects.filter(run=left), model=left.model)
+        right_steps = timeline.steps_for(RunEvent.objects.filter(run=right), model=right.model)
+        rows = timeline.align(timeline.calls_of(left_steps), timeline.calls_of(right_steps))
+        context.update(
+            left=left,
+            right=right,
+            rows=rows,
+            left_timing=timeline.timing_for(left_steps),
+            right_timing=timeline.timing_for(right_steps),
+            differences=sum(1 for r in rows if r.tool_differs or r.args_differ or r.result_differs),
+            answers_differ=left.final_answer.strip() != right.final_answer.strip(),
+        )
+    else:
+        context["recent"] = visible_runs(request.user).order_by("-created_at")[:30]
+    return render(request, "web/compare.html", context)
+
+
+def export_document(run: Run) -> dict[str, Any]:
+    """The export schema (``agentweb.run-export/1``), documented on the import page."""
+    return {
+        "schema": EXPORT_SCHEMA,
+        "exported_at": timezone.now().isoformat(),
+        "run": run_json(run),
+        "events": [e.as_json() for e in RunEvent.objects.filter(run=run).order_by("seq")],
+        "approvals": [
+            a.as_json() for a in Approval.objects.filter(run=run).select_related("decided_by")
+        ],
+    }
+
+
+@login_required
+@require_GET
+def export(request: Request, run_id: int) -> HttpResponse:
+    run = _run_or_404(request, run_id)
+    response = JsonResponse(export_document(run), json_dumps_params={"indent": 2})
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.json"'
+    return response
+
+
+class _ImportedEvent:
+    """Duck-typed RunEvent for a file's events (never saved)."""
+
+    def __init__(self, raw: dict[str, Any]) -> None:
+        self.seq = int(raw["seq"])
+        self.type = str(raw["type"])
+        self.data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
+        self.at = _parse_at(raw.get("at"))
+
+
+def _parse_at(value: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(value))
+    except ValueError:
+        return None
+
+
+def parse_export(raw: bytes) -> tuple[dict[str, Any], list[_ImportedEvent]]:
+    """Validate an export file; raises ValueError with a message for people."""
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"not a JSON file: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("schema") != EXPORT_SCHEMA:
+        raise ValueError(f'not an agentweb export (expected "schema": "{EXPORT_SCHEMA}")')
+    run = doc.get("run")
+    events = doc.get("events")
+    if not isinstance(run, dict) or not isinstance(events, list):
+        raise ValueError('an export needs a "run" object and an "events" list')
+    parsed = []
+    for i, item in enumerate(events):
+        if not isinstance(item, dict) or "seq" not in item or "type" not in item:
+            raise ValueError(f"event {i} lacks seq or type")
+        try:
+            parsed.append(_ImportedEvent(item))
+        except (TypeError, ValueError):
+            raise ValueError(f"event {i} has a seq that is not a number") from None
+    parsed.sort(key=lambda e: e.seq)
+    seqs = [e.seq for e in parsed]
+    if len(set(seqs)) != len(seqs):
+        raise ValueError("events repeat a seq")
+    return run, parsed
+
+
+@login_required
+def import_run(request: Request) -> HttpResponse:
+    form = ImportForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        upload = form.cleaned_data["file"]
+        try:
+            run_data, events = parse_export(upload.read())
+        except ValueError as exc:
+            form.add_error("file", str(exc))
+        else:
+            task = str(run_data.get("task", ""))
+            steps, context_messages = _replay_context(
+                task,
+                events,  # type: ignore[arg-type]
+                str(run_data.get("model", "")),
+            )
+            return render(
+                request,
+                "web/replay.html",
+                {
+                    "run": run_data,
+                    "steps": steps,
+                    "context_messages": context_messages,
+                    "ctx_counts": [s.ctx for s in steps],
+                    "timing": timeline.timing_for(steps),
+                    "imported": True,
+                    "filename": upload.name,
+                },
+            )
+    elif request.method not in ("GET", "POST"):
+        return HttpResponseBadRequest("GET or POST")
+    return render(request, "web/import.html", {"form": form, "schema": EXPORT_SCHEMA})
+
+
+# --- agents (admins) ---------------------------------------------------------------------------
+
+
+@login_required
+@permission_required("runs.change_agentprofile", raise_exception=True)
+def agents(request: Request) -> HttpResponse:
+    profiles = AgentProfile.objects.annotate(n_runs=Count("runs")).order_by("name")
+    return render(request, "web/agents.html", {"profiles": profiles})
+
+
+@login_required
+@permission_required("runs.change_agentprofile", raise_exception=True)
+def agent_edit(request: Request, agent_id: int) -> HttpResponse:
+    profile = get_object_or_404(AgentProfile, pk=agent_id)
+    form = AgentProfileForm(request.POST or None, instance=profile)
+    if request.method == "POST" and form.is_valid():
+        changed = list(form.changed_data)
+        form.save()
+        actions.audit(
+            "agent_profile_changed",
+            actor=request.user,
+            run=None,
+            agent=profile.name,
+            fields=changed,
+        )
+        messages.success(request, f"Saved {profile.name}.")
+        return redirect("web:agents")
+    return render(request, "web/agent_edit.html", {"form": form, "profile": profile})

@@ -1,0 +1,290 @@
+/* agentweb live updates: small, dependency-free WebSocket client.
+ *
+ * Run page: events arrive as server-rendered, escaped fragments whose root carries
+ * id="event-<seq>"; a repeated seq replaces its element, a gap asks the server to resend,
+ * and every reconnect resumes from the last seq seen. Model text streamed before a step
+ * is stored is shown with textContent only.
+ */
+(function () {
+  "use strict";
+
+  var conn = null;
+  function setConn(state) {
+    conn = conn || document.getElementById("conn");
+    if (conn) conn.dataset.state = state;
+  }
+
+  function csrfToken() {
+    var m = document.cookie.match(/(?:^|;\s*)csrftoken=([^;]+)/);
+    return m ? decodeURIComponent(m[1]) : "";
+  }
+
+  function fragment(html) {
+    // html is rendered and escaped by Django templates on the server, never raw event text.
+    var tpl = document.createElement("template");
+    tpl.innerHTML = html;
+    var token = csrfToken();
+    tpl.content.querySelectorAll('input[name="csrfmiddlewaretoken"]').forEach(function (input) {
+      if (!input.value) input.value = token;
+    });
+    return tpl.content;
+  }
+
+  function activate(el) {
+    if (window.htmx && el) window.htmx.process(el);
+  }
+
+  /* A socket that reconnects with exponential backoff and jitter. */
+  function LiveSocket(pathFn, handlers) {
+    this.pathFn = pathFn;
+    this.handlers = handlers;
+    this.attempt = 0;
+    this.ws = null;
+    this.stopped = false;
+    this.timer = null;
+    var self = this;
+    window.addEventListener("offline", function () {
+      if (self.ws) self.ws.close();
+    });
+    window.addEventListener("online", function () {
+      if (!self.stopped) {
+        self.attempt = 0;
+        self.connectSoon(0);
+      }
+    });
+    this.connect();
+  }
+  LiveSocket.prototype.connect = function () {
+    var self = this;
+    if (this.stopped) return;
+    if (this.ws && this.ws.readyState <= 1) return;
+    clearTimeout(this.timer);
+    var proto = location.protocol === "https:" ? "wss://" : "ws://";
+    var ws;
+    try {
+      ws = new WebSocket(proto + location.host + this.pathFn());
+    } catch (e) {
+      this.connectSoon();
+      return;
+    }
+    this.ws = ws;
+    setConn("connecting");
+    ws.onopen = function () {
+      self.attempt = 0;
+      setConn("open");
+      if (self.handlers.open) self.handlers.open(ws);
+    };
+    ws.onmessage = function (msg) {
+      var data;
+      try {
+        data = JSON.parse(msg.data);
+      } catch (e) {
+        return;
+      }
+      self.handlers.message(data, ws);
+    };
+    ws.onclose = function (ev) {
+      if (self.ws === ws) self.ws = null;
+      if (ev.code === 4401 || ev.code === 4403) {
+        self.stopped = true;
+        setConn("denied");
+        return;
+      }
+      if (self.stopped) return;
+      setConn(navigator.onLine === false ? "offline" : "retrying");
+      self.connectSoon();
+    };
+  };
+  LiveSocket.prototype.connectSoon = function (delay) {
+    var self = this;
+    if (this.stopped) return;
+    clearTimeout(this.timer);
+    if (delay === undefined) {
+      delay = Math.min(10000, 250 * Math.pow(2, this.attempt)) * (0.75 + Math.random() * 0.5);
+      this.attempt += 1;
+    }
+    this.timer = setTimeout(function () {
+      self.connect();
+    }, delay);
+  };
+  LiveSocket.prototype.stop = function () {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    if (this.ws) this.ws.close();
+  };
+  window.AgentwebLiveSocket = LiveSocket;
+
+  /* --- run page ----------------------------------------------------------------------- */
+  function runPage(root) {
+    var runId = root.dataset.run;
+    var lastSeq = parseInt(root.dataset.lastSeq || "0", 10);
+    var list = document.getElementById("timeline");
+    var preview = document.getElementById("delta-preview");
+    var previewText = document.getElementById("delta-text");
+    var note = document.getElementById("live-note");
+    var socket;
+
+    function place(seq, node) {
+      var el = node.firstElementChild;
+      if (!el || el.id !== "event-" + seq) return;
+      var existing = document.getElementById(el.id);
+      if (existing) {
+        existing.replaceWith(el);
+      } else {
+        var after = null;
+        for (var i = list.children.length - 1; i >= 0; i--) {
+          var s = parseInt(list.children[i].dataset.seq || "0", 10);
+          if (s < seq) break;
+          after = list.children[i];
+        }
+        list.insertBefore(el, after);
+      }
+      activate(el);
+    }
+
+    function onEvents(data, ws) {
+      var events = data.events || [];
+      for (var i = 0; i < events.length; i++) {
+        var ev = events[i];
+        if (ev.seq > lastSeq + 1) {
+          // A gap: something between was not delivered. Ask again from what we have.
+          ws.send(JSON.stringify({ kind: "resync", after: lastSeq }));
+          return;
+        }
+        place(ev.seq, fragment(ev.html));
+        if (ev.seq > lastSeq) lastSeq = ev.seq;
+        if (ev.type === "model_called" || ev.type.indexOf("run_") === 0) {
+          preview.hidden = true;
+          previewText.textContent = "";
+        }
+      }
+      root.dataset.lastSeq = String(lastSeq);
+      if (events.length) document.dispatchEvent(new CustomEvent("agentweb:events", { detail: { lastSeq: lastSeq } }));
+    }
+
+    function onState(data) {
+      var header = document.getElementById("run-header");
+      if (header && data.header) {
+        header.replaceChildren(fragment(data.header));
+        activate(header);
+      }
+      var slots = data.approvals || {};
+      list.querySelectorAll(".approval-slot").forEach(function (slot) {
+        var html = slots[slot.dataset.callId];
+        if (html === undefined) return;
+        var focused = slot.contains(document.activeElement) && document.activeElement.tagName === "TEXTAREA";
+        if (focused) return; // do not wipe what a person is typing
+        slot.replaceChildren(fragment(html));
+        activate(slot);
+      });
+      root.dataset.status = data.status;
+      if (!data.active) {
+        preview.hidden = true;
+        if (note) note.textContent = "";
+        if (data.last_seq <= lastSeq) socket.stop();
+        setConn("done");
+      } else if (note) {
+        note.textContent = "Following live.";
+      }
+    }
+
+    socket = new LiveSocket(
+      function () {
+        return "/ws/runs/" + runId + "/?after=" + lastSeq;
+      },
+      {
+        message: function (data, ws) {
+          if (data.kind === "events") onEvents(data, ws);
+          else if (data.kind === "state") onState(data);
+          else if (data.kind === "delta") {
+            preview.hidden = false;
+            previewText.textContent = data.text; // text, never markup
+            preview.scrollIntoView({ block: "nearest" });
+          }
+        },
+      }
+    );
+    window.agentwebRun = {
+      lastSeq: function () {
+        return lastSeq;
+      },
+      socket: socket,
+    };
+  }
+
+  /* --- run status badges (runs list, tickets) ------------------------------------------ */
+  function runStatuses() {
+    var badges = document.querySelectorAll("[data-run-status]");
+    if (!badges.length || document.getElementById("run-page")) return;
+    new LiveSocket(
+      function () {
+        return "/ws/runs/";
+      },
+      {
+        message: function (data) {
+          if (data.kind !== "status") return;
+          var seen = false;
+          document.querySelectorAll("[data-run-status]").forEach(function (el) {
+            if (el.dataset.runStatus !== String(data.run)) return;
+            seen = true;
+            el.className = el.className.replace(/\bstatus-\S+/g, "").trim() + " status-" + data.status;
+            var label = el.querySelector("[data-label]") || el;
+            if (label === el && el.dataset.prefix !== undefined) {
+              el.textContent = el.dataset.prefix + data.label;
+            } else {
+              label.textContent = data.label;
+            }
+          });
+          if (!seen) {
+            var banner = document.getElementById("new-runs");
+            if (banner) banner.hidden = false;
+          }
+        },
+      }
+    );
+  }
+
+  /* --- pending approvals count (every page) -------------------------------------------- */
+  function approvalsCount() {
+    var badge = document.getElementById("nav-pending");
+    if (!badge) return;
+    new LiveSocket(
+      function () {
+        return "/ws/approvals/";
+      },
+      {
+        message: function (data) {
+          if (data.kind !== "approvals") return;
+          badge.textContent = String(data.pending);
+          badge.classList.toggle("zero", !data.pending);
+          document.body.dispatchEvent(new CustomEvent("approvals-changed", { bubbles: true }));
+        },
+      }
+    );
+  }
+
+  /* --- elapsed clocks ------------------------------------------------------------------- */
+  function fmt(seconds) {
+    seconds = Math.max(0, Math.floor(seconds));
+    if (seconds < 60) return seconds + "s";
+    if (seconds < 3600) return Math.floor(seconds / 60) + "m " + String(seconds % 60).padStart(2, "0") + "s";
+    return Math.floor(seconds / 3600) + "h " + String(Math.floor((seconds % 3600) / 60)).padStart(2, "0") + "m";
+  }
+  function tick() {
+    document.querySelectorAll("[data-elapsed]").forEach(function (el) {
+      if (el.dataset.end || !el.dataset.start) return;
+      var status = (document.getElementById("run-page") || {}).dataset;
+      if (status && status.status === "queued") return;
+      var start = Date.parse(el.dataset.start);
+      if (!isNaN(start)) el.textContent = fmt((Date.now() - start) / 1000);
+    });
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    var root = document.getElementById("run-page");
+    if (root) runPage(root);
+    runStatuses();
+    approvalsCount();
+    setInterval(tick, 1000);
+  });
+})();
