@@ -7,6 +7,7 @@ Helpers build the JSON bodies and SSE event lists both providers send.
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import deque
@@ -49,6 +50,10 @@ class FakeLLMServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -116,14 +121,15 @@ class FakeLLMServer:
             self._serve_sse(h, reply)
             return
         body = reply.body if reply.body is not None else json.dumps(reply.json).encode()
-        try:
-            h.send_response(reply.status)
-            h.send_header("Content-Type", "application/json")
-            h.send_header("Content-Length", str(len(body)))
-            for k, v in reply.headers.items():
-                h.send_header(k, v)
-            h.end_headers()
-            h.wfile.write(body)
+        reason = h.responses.get(reply.status, ("",))[0]
+        head = [
+            f"HTTP/1.1 {reply.status} {reason}",
+            "Content-Type: application/json",
+            f"Content-Length: {len(body)}",
+            *(f"{k}: {v}" for k, v in reply.headers.items()),
+        ]
+        try:  # one write: status line, headers and body together
+            h.wfile.write(("\r\n".join(head) + "\r\n\r\n").encode() + body)
         except (BrokenPipeError, ConnectionResetError):
             h.close_connection = True
 
