@@ -26,6 +26,7 @@ from agentweb.shop.models import (
 )
 
 KB_RESULTS = 5
+KB_BODY_CHARS = 1200
 
 
 def _date(value: Any) -> str | None:
@@ -259,6 +260,7 @@ def search_kb(query: str) -> dict[str, Any]:
                 "category": a.category,
                 "rank": round(float(a.rank), 4),
                 "excerpt": a.excerpt,
+                "body": a.body[:KB_BODY_CHARS],
             }
             for a in rows
         ],
