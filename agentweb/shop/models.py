@@ -13,6 +13,7 @@ from django.contrib.postgres.indexes import GinIndex
 from django.contrib.postgres.search import SearchVector
 from django.db import models
 from django.db.models import Sum
+from django.db.models.expressions import CombinedExpression
 
 ZERO = Decimal("0.00")
 
@@ -268,7 +269,7 @@ class CustomerFact(models.Model):
 
 
 #: The weighted document both the GIN index and the search query use (must stay identical).
-def kb_search_vector() -> SearchVector:
+def kb_search_vector() -> CombinedExpression:
     return SearchVector("title", weight="A", config="english") + SearchVector(
         "body", weight="B", config="english"
     )
