@@ -90,3 +90,12 @@ def query(context: Any, **changes: Any) -> str:
         else:
             params[key] = value
     return params.urlencode()
+
+
+@register.filter
+def fields(value: Any) -> list[tuple[str, str]] | None:
+    """A dict of arguments as (name, text) pairs: strings as written (newlines kept),
+    anything else as pretty JSON. None when the value is not a dict."""
+    if not isinstance(value, dict):
+        return None
+    return [(str(k), v if isinstance(v, str) else _pretty(v)) for k, v in value.items()]
