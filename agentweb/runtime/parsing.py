@@ -344,6 +344,8 @@ def _react_calls(text: str, tool_params: Mapping[str, Collection[str]]) -> TextC
     if final and final.start() < action.start():
         return None
     inp = _ACTION_INPUT.search(text, action.end())
+    if inp is None and name not in tool_params:
+        return None  # "Action: none needed" in prose is not a call
     raw = inp.group(1).strip() if inp else ""
     raw = _FENCE.sub(lambda f: f.group(1), raw).strip()
     args = parse_arguments(raw)

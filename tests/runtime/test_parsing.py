@@ -154,3 +154,9 @@ def test_it_replaces_missing_and_duplicated_ids_and_keeps_good_ones():
     assert len(set(ids)) == 4 and all(ids)
     again = ensure_unique_ids([ToolCall(id="seen", name="x")], {"seen"})
     assert again[0].id != "seen"
+
+
+def test_react_needs_an_input_line_or_a_known_tool():
+    assert parse_text_calls("Thought: fine\nAction: nothing", TOOLS).calls == []
+    out = parse_text_calls("Thought: x\nAction: launch\nAction Input: {}", TOOLS)
+    assert [c.name for c in out.calls] == ["launch"]  # explicit syntax: the model hears back
