@@ -120,6 +120,26 @@ def start_worker(
     raise RuntimeError(f"worker not ready in 60s:\n{proc.output()}")
 
 
+def start_beat(env: dict[str, str], tmp: Path) -> Proc:
+    return Proc(
+        "beat",
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "agentweb",
+            "beat",
+            "-l",
+            "INFO",
+            "-s",
+            str(tmp / "beat-schedule"),
+        ],
+        env,
+        tmp / "beat.log",
+    )
+
+
 def start_web(env: dict[str, str], tmp: Path) -> tuple[Proc, str]:
     port = free_port()
     proc = Proc(

@@ -129,7 +129,9 @@ def _drive(run_id: int, owner: str, heartbeat: _Heartbeat) -> str:
         state = LoopState.from_json(run.state)
         decisions = _decisions_for(run, state, agent)
         if decisions:
-            events = agent.decide(state, decisions)
+            # The decision's event was stored when the person decided (with who and why);
+            # the runtime's own copy of it is not stored twice.
+            events = [e for e in agent.decide(state, decisions) if e.type != "approval_decided"]
             _persist(run, owner, state, [e.to_json() for e in events], None)
     while True:
         if heartbeat.lost.is_set():
@@ -281,8 +283,12 @@ def _open_approvals(run: Run, outcome: NeedsApproval, events: list[dict[str, Any
                 # The call was approved before and its execution's outcome is unknown:
                 # the same request goes back to a person (the audit log keeps both).
                 Approval.objects.filter(pk=approval.pk).update(
-                    status=Approval.Status.PENDING, reason="unknown_outcome",
-                    decided_by=None, decided_at=None, approved_hash="", expires_at=expires,
+                    status=Approval.Status.PENDING,
+                    reason="unknown_outcome",
+                    decided_by=None,
+                    decided_at=None,
+                    approved_hash="",
+                    expires_at=expires,
                 )
                 created = True
             ToolExecution.objects.filter(

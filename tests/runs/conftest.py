@@ -48,8 +48,12 @@ def people(transactional_db: None) -> dict[str, Any]:
     groups = ensure_roles()
     User = get_user_model()
     users = {}
-    for name, role in [("operator", "operator"), ("operator2", "operator"),
-                       ("approver", "approver"), ("admin", "admin")]:
+    for name, role in [
+        ("operator", "operator"),
+        ("operator2", "operator"),
+        ("approver", "approver"),
+        ("admin", "admin"),
+    ]:
         user = User.objects.create_user(name, password="pw-123456789")
         user.groups.add(groups[role])
         users[name] = User.objects.get(pk=user.pk)  # fresh permission cache

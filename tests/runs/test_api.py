@@ -39,8 +39,17 @@ def test_it_creates_and_reads_a_run(people, scripted, enqueued) -> None:
     assert run["status"] == "queued"
     assert run["agent"] == "ticket-assistant"
     assert run["created_by"] == "operator"
-    assert set(run) >= {"id", "status", "task", "agent", "final_answer", "created_by",
-                        "created_at", "finished_at", "usage"}
+    assert set(run) >= {
+        "id",
+        "status",
+        "task",
+        "agent",
+        "final_answer",
+        "created_by",
+        "created_at",
+        "finished_at",
+        "usage",
+    }
     assert enqueued == [run["id"]]
     scripted.enqueue(call("lookup", order_id="A1"), "Delivered.")
     engine.execute_run(run["id"])
@@ -121,8 +130,9 @@ MATRIX = [
 @pytest.mark.parametrize(("decider", "owner", "status"), MATRIX)
 def test_the_permission_matrix(people, scripted, enqueued, decider, owner, status) -> None:
     approval = _waiting_run(people, scripted, owner)
-    response = post(bearer(people[decider]), f"/api/approvals/{approval.pk}/decide",
-                    {"decision": "approve"})
+    response = post(
+        bearer(people[decider]), f"/api/approvals/{approval.pk}/decide", {"decision": "approve"}
+    )
     assert response.status_code == status, response.json()
     approval.refresh_from_db()
     assert approval.status == ("approved" if status == 200 else "pending")
@@ -143,8 +153,17 @@ def test_decide_errors(people, scripted, enqueued) -> None:
     assert "already rejected" in again.json()["error"]["message"]
     listed = client.get("/api/approvals?status=rejected").json()["approvals"]
     assert [a["id"] for a in listed] == [approval.pk]
-    assert set(listed[0]) >= {"id", "run", "call_id", "tool", "arguments", "risk", "status",
-                              "requested_at", "expires_at"}
+    assert set(listed[0]) >= {
+        "id",
+        "run",
+        "call_id",
+        "tool",
+        "arguments",
+        "risk",
+        "status",
+        "requested_at",
+        "expires_at",
+    }
 
 
 def test_operators_see_only_their_runs_without_view_all(people, scripted, enqueued) -> None:
@@ -172,8 +191,15 @@ def test_cancel_via_api(people, scripted, enqueued) -> None:
 def test_the_openapi_document_lists_the_contract(people) -> None:
     doc = Client().get("/api/openapi.json").json()
     assert doc["openapi"].startswith("3.")
-    for path in ["/api/runs", "/api/runs/{id}", "/api/runs/{id}/events", "/api/runs/{id}/cancel",
-                 "/api/tickets", "/api/approvals", "/api/approvals/{id}/decide"]:
+    for path in [
+        "/api/runs",
+        "/api/runs/{id}",
+        "/api/runs/{id}/events",
+        "/api/runs/{id}/cancel",
+        "/api/tickets",
+        "/api/approvals",
+        "/api/approvals/{id}/decide",
+    ]:
         assert path in doc["paths"]
 
 

@@ -35,8 +35,14 @@ def test_it_runs_to_the_end_storing_every_step(people, scripted, enqueued) -> No
     run.refresh_from_db()
     assert run.final_answer == "Order A1 was delivered."
     assert run.decided_by == "model"
-    assert types(run) == ["run_started", "model_called", "tool_call_started",
-                          "tool_call_finished", "model_called", "run_finished"]
+    assert types(run) == [
+        "run_started",
+        "model_called",
+        "tool_call_started",
+        "tool_call_finished",
+        "model_called",
+        "run_finished",
+    ]
     assert seqs(run) == list(range(1, 7))
     assert run.last_seq == 6
     assert run.usage["model_calls"] == 2
@@ -58,7 +64,10 @@ def test_a_risky_call_pauses_without_running(people, scripted, enqueued) -> None
     assert engine.execute_run(run.pk) == Run.Status.WAITING_APPROVAL
     approval = Approval.objects.get(run=run)
     assert (approval.tool, approval.arguments, approval.status) == (
-        "pay_out", {"order_id": "A1", "amount": 30}, "pending")
+        "pay_out",
+        {"order_id": "A1", "amount": 30},
+        "pending",
+    )
     assert approval.expires_at > timezone.now() + timedelta(hours=23)
     assert types(run)[-1] == "approval_requested"
     assert sample_tools.SIDE_EFFECTS["A1"] == 0
@@ -72,8 +81,9 @@ def test_approve_resumes_once_and_runs_the_call_once(people, scripted, enqueued)
     run = start(people)
     engine.execute_run(run.pk)
     approval = Approval.objects.get(run=run)
-    actions.do_decide_approval(approval_id=approval.pk, user=people["approver"],
-                               decision="approve", comment="ok")
+    actions.do_decide_approval(
+        approval_id=approval.pk, user=people["approver"], decision="approve", comment="ok"
+    )
     assert enqueued == [run.pk, run.pk]
     assert Run.objects.get(pk=run.pk).status == Run.Status.QUEUED
     assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
@@ -92,8 +102,12 @@ def test_edited_arguments_are_what_runs(people, scripted, enqueued) -> None:
     run = start(people)
     engine.execute_run(run.pk)
     approval = Approval.objects.get(run=run)
-    actions.do_decide_approval(approval_id=approval.pk, user=people["approver"],
-                               decision="approve", arguments={"order_id": "A1", "amount": 25})
+    actions.do_decide_approval(
+        approval_id=approval.pk,
+        user=people["approver"],
+        decision="approve",
+        arguments={"order_id": "A1", "amount": 25},
+    )
     engine.execute_run(run.pk)
     finished = RunEvent.objects.get(run=run, type="tool_call_finished")
     assert finished.data["result"]["paid_out"] == 25
@@ -105,8 +119,12 @@ def test_an_invalid_edit_is_refused_and_nothing_runs(people, scripted, enqueued)
     engine.execute_run(run.pk)
     approval = Approval.objects.get(run=run)
     with pytest.raises(actions.InvalidArguments):
-        actions.do_decide_approval(approval_id=approval.pk, user=people["approver"],
-                                   decision="approve", arguments={"amount": "lots"})
+        actions.do_decide_approval(
+            approval_id=approval.pk,
+            user=people["approver"],
+            decision="approve",
+            arguments={"amount": "lots"},
+        )
     approval.refresh_from_db()
     assert approval.status == "pending"
     assert sample_tools.SIDE_EFFECTS["A1"] == 0
@@ -118,8 +136,12 @@ def test_a_reject_reason_reaches_the_model(people, scripted, enqueued) -> None:
     run = start(people)
     engine.execute_run(run.pk)
     approval = Approval.objects.get(run=run)
-    actions.do_decide_approval(approval_id=approval.pk, user=people["approver"],
-                               decision="reject", comment="Above policy: max 20 EUR")
+    actions.do_decide_approval(
+        approval_id=approval.pk,
+        user=people["approver"],
+        decision="reject",
+        comment="Above policy: max 20 EUR",
+    )
     assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
     last_request = scripted.requests[-1].messages
     tool_results = [m for m in last_request if isinstance(m, ToolMessage)]
@@ -134,8 +156,9 @@ def test_an_expired_approval_counts_as_rejected(people, scripted, enqueued) -> N
     Approval.objects.filter(run=run).update(expires_at=timezone.now() - timedelta(seconds=1))
     approval = Approval.objects.get(run=run)
     with pytest.raises(actions.Conflict, match="expired"):
-        actions.do_decide_approval(approval_id=approval.pk, user=people["approver"],
-                                   decision="approve")
+        actions.do_decide_approval(
+            approval_id=approval.pk, user=people["approver"], decision="approve"
+        )
     assert actions.do_expire_approvals() == 1
     assert Approval.objects.get(run=run).status == "expired"
     assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
@@ -151,14 +174,14 @@ def test_a_recorded_execution_is_never_repeated(people, scripted, enqueued) -> N
     run = start(people)
     engine.execute_run(run.pk)
     approval = Approval.objects.get(run=run)
-    actions.do_decide_approval(approval_id=approval.pk, user=people["approver"],
-                               decision="approve")
+    actions.do_decide_approval(approval_id=approval.pk, user=people["approver"], decision="approve")
     saved_state = Run.objects.get(pk=run.pk).state
     assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
     assert sample_tools.SIDE_EFFECTS["A1"] == 1
     # Rewind the run to the stored state before the execution, as a crash would leave it.
-    Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED, state=saved_state,
-                                         final_answer="")
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.QUEUED, state=saved_state, final_answer=""
+    )
     scripted.enqueue("Paid.")
     assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
     assert sample_tools.SIDE_EFFECTS["A1"] == 1
@@ -169,11 +192,11 @@ def test_a_crash_mid_call_goes_to_a_person(people, scripted, enqueued) -> None:
     run = start(people)
     engine.execute_run(run.pk)
     approval = Approval.objects.get(run=run)
-    actions.do_decide_approval(approval_id=approval.pk, user=people["approver"],
-                               decision="approve")
+    actions.do_decide_approval(approval_id=approval.pk, user=people["approver"], decision="approve")
     # The worker recorded the start and died before the tool returned.
-    ToolExecution.objects.create(run=run, call_id=approval.call_id, tool="pay_out",
-                                 arguments=approval.arguments)
+    ToolExecution.objects.create(
+        run=run, call_id=approval.call_id, tool="pay_out", arguments=approval.arguments
+    )
     assert engine.execute_run(run.pk) == Run.Status.WAITING_APPROVAL
     assert sample_tools.SIDE_EFFECTS["A1"] == 0
     assert ToolExecution.objects.get(run=run).status == "unknown"
@@ -209,8 +232,11 @@ def test_cancel_of_a_running_run_stops_at_the_next_step(people, scripted, enqueu
 def test_a_stale_lease_is_taken_over(people, scripted, enqueued) -> None:
     scripted.enqueue("Done.")
     run = start(people)
-    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING, lease_owner="dead:1",
-                                         lease_expires_at=timezone.now() + timedelta(minutes=1))
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.RUNNING,
+        lease_owner="dead:1",
+        lease_expires_at=timezone.now() + timedelta(minutes=1),
+    )
     assert engine.execute_run(run.pk) is None  # a live lease is respected
     Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     enqueued.clear()
