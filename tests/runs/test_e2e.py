@@ -90,8 +90,9 @@ def stack(
 
 
 def token(username: str) -> dict[str, str]:
-    from agentweb.accounts.models import ApiToken
     from django.contrib.auth import get_user_model
+
+    from agentweb.accounts.models import ApiToken
 
     user = get_user_model().objects.get(username=username)
     return {"Authorization": f"Bearer {ApiToken.issue(user)}"}

@@ -11,7 +11,7 @@ from django.utils import timezone
 from agentweb.runs import actions, engine
 from agentweb.runs.models import Approval, AuditEntry, Run, RunEvent, ToolExecution
 from agentweb.runtime.messages import ToolMessage
-from agentweb.runtime.testing import ScriptedModel, call
+from agentweb.runtime.testing import call
 from tests.runs import sample_tools
 
 
@@ -89,7 +89,7 @@ def test_approve_resumes_once_and_runs_the_call_once(people, scripted, enqueued)
     assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
     assert sample_tools.SIDE_EFFECTS["A1"] == 1
     execution = ToolExecution.objects.get(run=run)
-    assert sample_tools.KEYS == [execution.call_id]  # the idempotency key is the call id
+    assert [execution.call_id] == sample_tools.KEYS  # the idempotency key is the call id
     assert AuditEntry.objects.filter(action="approval_approved", run=run).count() == 1
     assert AuditEntry.objects.filter(action="high_risk_tool_executed", run=run).count() == 1
     assert "approval_decided" in types(run)
