@@ -51,7 +51,13 @@ class OpenAIChatModel:
         self._headers = {"Accept": "application/json", **provider.headers}
         if provider.api_key:
             self._headers["Authorization"] = f"Bearer {provider.api_key}"
-        self._optional = (*self.params, *_STREAM_OPTIONAL, "parallel_tool_calls", "tool_choice")
+        self._optional = (
+            *self.params,
+            *_STREAM_OPTIONAL,
+            "parallel_tool_calls",
+            "tool_choice",
+            "tools",  # a server without tool support: calls are written as text instead
+        )
         self._tool_cache: dict[int, tuple[ToolSpec, dict[str, Any]]] = {}
 
     # -- Model protocol ---------------------------------------------------------------------
@@ -66,7 +72,7 @@ class OpenAIChatModel:
         started = time.perf_counter()
         data = self.provider.post_json(
             self.url,
-            self._payload(messages, tools, stream=False),
+            lambda: self._payload(messages, tools, stream=False),
             self._headers,
             optional=self._optional,
             timeout=timeout,
@@ -84,7 +90,7 @@ class OpenAIChatModel:
         started = time.perf_counter()
         chunks = self.provider.stream_json(
             self.url,
-            self._payload(messages, tools, stream=True),
+            lambda: self._payload(messages, tools, stream=True),
             {**self._headers, "Accept": "text/event-stream"},
             optional=self._optional,
             timeout=timeout,
@@ -93,14 +99,22 @@ class OpenAIChatModel:
 
     # -- request ----------------------------------------------------------------------------
 
+    @property
+    def text_tools(self) -> bool:
+        """True once the server refused the ``tools`` parameter: tools are then described
+        in the system prompt and calls travel as ``<tool_call>`` text (the loop's parser
+        chain reads them back)."""
+        return "tools" in self.provider.dropped_params
+
     def _payload(
         self, messages: Sequence[Message], tools: Sequence[ToolSpec], *, stream: bool
     ) -> dict[str, Any]:
-        payload: dict[str, Any] = {
-            "model": self.model,
-            "messages": [_wire_message(m) for m in messages],
-        }
-        if tools:
+        if tools and self.text_tools:
+            wire = _text_tool_messages(messages, tools)
+        else:
+            wire = [_wire_message(m) for m in messages]
+        payload: dict[str, Any] = {"model": self.model, "messages": wire}
+        if tools and not self.text_tools:
             payload["tools"] = [self._wire_tool(t) for t in tools]
         payload.update(self.params)
         if stream:
@@ -329,6 +343,58 @@ def _wire_message(m: Message) -> dict[str, Any]:
     if isinstance(m, SystemMessage):
         return {"role": "system", "content": m.content}
     raise TypeError(f"unknown message {m!r}")
+
+
+_TEXT_TOOLS_PROMPT = """\
+
+# Tools
+You can call these tools. Each is given as a JSON schema of its arguments:
+{tools}
+
+To call a tool, reply with one line per call, exactly in this form:
+<tool_call>{{"name": "<tool name>", "arguments": {{<arguments as JSON>}}}}</tool_call>
+Results come back in <tool_response> blocks. When you have the answer, reply without
+any <tool_call>."""
+
+
+def _text_tool_messages(
+    messages: Sequence[Message], tools: Sequence[ToolSpec]
+) -> list[dict[str, Any]]:
+    """Messages for a server without native tool calls: tools in the system prompt, calls
+    and results as text (Hermes-style tags)."""
+    listing = "\n".join(
+        json.dumps({"name": t.name, "description": t.description, "parameters": t.parameters})
+        for t in tools
+    )
+    prompt = _TEXT_TOOLS_PROMPT.format(tools=listing)
+    out: list[dict[str, Any]] = []
+    has_system = False
+    for m in messages:
+        if isinstance(m, SystemMessage) and not has_system:
+            out.append({"role": "system", "content": m.content + "\n" + prompt})
+            has_system = True
+        elif isinstance(m, AssistantMessage) and m.tool_calls:
+            calls = "\n".join(
+                "<tool_call>"
+                + json.dumps({"name": c.name, "arguments": c.arguments})
+                + "</tool_call>"
+                for c in m.tool_calls
+            )
+            text = f"{m.content}\n{calls}" if m.content else calls
+            out.append({"role": "assistant", "content": text})
+        elif isinstance(m, ToolMessage):
+            body = f'<tool_response name="{m.name}">\n{m.content}\n</tool_response>'
+            if out and out[-1]["role"] == "user" and out[-1].get("_results"):
+                out[-1]["content"] += "\n" + body
+            else:
+                out.append({"role": "user", "content": body, "_results": True})
+        else:
+            out.append(_wire_message(m))
+    if not has_system:
+        out.insert(0, {"role": "system", "content": prompt.strip()})
+    for item in out:
+        item.pop("_results", None)
+    return out
 
 
 def _text(content: Any) -> str:

@@ -12,7 +12,7 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -26,6 +26,7 @@ __all__ = ["Provider", "iter_sse_data", "provider_from_env"]
 
 log = logging.getLogger(__name__)
 
+Payload = dict[str, Any] | Callable[[], dict[str, Any]]
 _RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 _RETRY_EXCEPTIONS: tuple[type[Exception], ...] = (
     httpx.ConnectError,
@@ -92,13 +93,16 @@ class Provider:
     def post_json(
         self,
         url: str,
-        payload: dict[str, Any],
+        payload: Payload,
         headers: Mapping[str, str],
         *,
         optional: Collection[str] = (),
         timeout: float | None = None,
     ) -> dict[str, Any]:
-        """POST ``payload`` and return the decoded JSON reply, retrying what is retryable."""
+        """POST ``payload`` and return the decoded JSON reply, retrying what is retryable.
+
+        ``payload`` may be a function, called for every attempt (after a parameter was
+        dropped the adapter may want to shape the request differently)."""
         attempt = 0
         while True:
             body = self._without_dropped(payload, optional)
@@ -133,7 +137,7 @@ class Provider:
     def stream_json(
         self,
         url: str,
-        payload: dict[str, Any],
+        payload: Payload,
         headers: Mapping[str, str],
         *,
         optional: Collection[str] = (),
@@ -173,9 +177,9 @@ class Provider:
 
     # -- helpers ------------------------------------------------------------------------------
 
-    def _without_dropped(
-        self, payload: dict[str, Any], optional: Collection[str]
-    ) -> dict[str, Any]:
+    def _without_dropped(self, payload: Payload, optional: Collection[str]) -> dict[str, Any]:
+        if callable(payload):  # rebuilt per attempt: it may depend on dropped params
+            payload = payload()
         if not self._dropped:
             return payload
         return {k: v for k, v in payload.items() if k not in self._dropped or k not in optional}
@@ -216,6 +220,8 @@ class Provider:
                     f"{_error_text_raw(detail)} (gave up after {attempt + 1} attempts)",
                 )
             delay = _retry_after(resp.headers.get("retry-after"))
+            if delay is None and resp.headers.get("retry-after-ms"):
+                delay = (_retry_after(resp.headers["retry-after-ms"]) or 0.0) / 1000
             if delay is not None:
                 delay = min(delay, self.max_retry_after)
         else:

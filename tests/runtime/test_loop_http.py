@@ -111,3 +111,24 @@ def test_anthropic_end_to_end_blocking_and_streaming(fake_llm, anthropic_model):
     )
     _, outcome, _ = run(anthropic_model, stream=True)
     assert outcome == Finished("Done.", "model") and SEEN == [("get_order", "B2")]
+
+
+def test_a_server_without_tool_support_gets_tools_as_text(fake_llm, openai_model):
+    fake_llm.enqueue(
+        Reply(status=400, json={"error": {"message": "fake-model does not support tools"}}),
+        oa_reply('<tool_call>{"name": "get_order", "arguments": {"order_id": "A1"}}</tool_call>'),
+        oa_reply("A1 shipped."),
+    )
+    events, outcome, _ = run(openai_model)
+    assert outcome == Finished("A1 shipped.", "model") and SEEN == [("get_order", "A1")]
+    first, second, third = (r.json for r in fake_llm.requests)
+    assert "tools" in first and "tools" not in second and "tools" not in third
+    assert "<tool_call>" in second["messages"][0]["content"]
+    assert '"name": "get_order"' in second["messages"][0]["content"]
+    assert third["messages"][-2] == {
+        "role": "assistant",
+        "content": '<tool_call>{"name": "get_order", "arguments": {"order_id": "A1"}}</tool_call>',
+    }
+    assert third["messages"][-1]["role"] == "user"
+    assert third["messages"][-1]["content"].startswith('<tool_response name="get_order">')
+    assert all(m["role"] != "tool" for m in third["messages"])

@@ -393,3 +393,13 @@ def test_connection_refused_is_a_model_error():
     )
     with pytest.raises(ModelError, match="openai: connection failed after 2 attempts"):
         model.complete(MSGS, [])
+
+
+def test_it_honours_retry_after_ms(fake_llm, openai_model):
+    fake_llm.enqueue(
+        Reply(status=429, json={"error": {"message": "slow"}}, headers={"retry-after-ms": "120"}),
+        oa_reply("ok"),
+    )
+    t0 = time.perf_counter()
+    assert openai_model.complete(MSGS, []).message.content == "ok"
+    assert time.perf_counter() - t0 >= 0.12
