@@ -29,6 +29,7 @@ class Reply:
     drop: bool = False  # close the connection without any response
     done: bool = True  # SSE: end with data: [DONE]
     body: bytes | None = None  # raw body (overrides json)
+    cut_after: int | None = None  # SSE: send this many events chunked, then drop the socket
 
 
 @dataclass
@@ -135,6 +136,9 @@ class FakeLLMServer:
 
     def _serve_sse(self, h: BaseHTTPRequestHandler, reply: Reply) -> None:
         h.close_connection = True
+        if reply.cut_after is not None:
+            self._serve_cut(h, reply)
+            return
         try:
             h.send_response(reply.status)
             h.send_header("Content-Type", "text/event-stream")
@@ -158,6 +162,20 @@ class FakeLLMServer:
             h.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             pass
+
+    @staticmethod
+    def _serve_cut(h: BaseHTTPRequestHandler, reply: Reply) -> None:
+        """A chunked SSE response whose connection dies mid-body."""
+        head = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+        head += "Transfer-Encoding: chunked\r\n\r\n"
+        h.wfile.write(head.encode())
+        for item in (reply.sse or [])[: reply.cut_after]:
+            data = (
+                item.encode() if isinstance(item, str) else f"data: {json.dumps(item)}\n\n".encode()
+            )
+            h.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+            h.wfile.flush()
+        h.connection.shutdown(socket.SHUT_RDWR)
 
 
 # -- OpenAI-compatible bodies ---------------------------------------------------------------

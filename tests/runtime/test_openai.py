@@ -403,3 +403,12 @@ def test_it_honours_retry_after_ms(fake_llm, openai_model):
     t0 = time.perf_counter()
     assert openai_model.complete(MSGS, []).message.content == "ok"
     assert time.perf_counter() - t0 >= 0.12
+
+
+def test_a_connection_dropped_mid_stream_is_a_model_error(fake_llm, openai_model):
+    fake_llm.enqueue(Reply(sse=oa_text_chunks("Hello there friend"), cut_after=3))
+    deltas: list[str] = []
+    with pytest.raises(ModelHTTPError, match="stream broke"):
+        openai_model.stream(MSGS, [], on_delta=deltas.append)
+    assert deltas  # some text had arrived: not silently retried
+    assert len(fake_llm.requests) == 1
