@@ -155,7 +155,6 @@ class ThinkFilter:
         self._pending = ""
         self._inside: str | None = None
         self.reasoning_parts: list[str] = []
-        self._seen_answer = False
 
     @property
     def reasoning(self) -> str | None:
@@ -164,8 +163,6 @@ class ThinkFilter:
 
     def feed(self, text: str) -> str:
         if not self._pending and self._inside is None and "<" not in text:
-            if text.strip():
-                self._seen_answer = True
             return text
         buf = self._pending + text
         self._pending = ""
@@ -187,15 +184,10 @@ class ThinkFilter:
             hits = [(low.find(tag), tag) for tag in self._OPEN if tag in low]
             if not hits:
                 keep = _partial_suffix(buf, self._OPEN)
-                emit = buf[: len(buf) - keep]
-                if emit.strip():
-                    self._seen_answer = True
-                out.append(emit)
+                out.append(buf[: len(buf) - keep])
                 self._pending = buf[len(buf) - keep :]
                 return "".join(out)
             i, tag = min(hits)
-            if buf[:i].strip():
-                self._seen_answer = True
             out.append(buf[:i])
             buf = buf[i + len(tag) :]
             self._inside = tag[1:-1]

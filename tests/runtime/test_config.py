@@ -55,3 +55,9 @@ def test_demo_is_imported_lazily(monkeypatch):
     fake.DemoModel = DemoModel
     monkeypatch.setitem(sys.modules, "agentweb.runtime.demo", fake)
     assert isinstance(model_from_config("demo", {}), DemoModel)
+
+
+def test_demo_maps_to_the_demo_model():
+    pytest.importorskip("agentweb.runtime.demo")
+    model = model_from_config("demo", {})
+    assert type(model).__name__ == "DemoModel" and model.scripted is True

@@ -5,10 +5,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 CODE = """
-import sys
+import importlib, pkgutil, sys
 import agentweb.runtime
-import agentweb.runtime.anthropic, agentweb.runtime.openai, agentweb.runtime.testing
-import agentweb.runtime.providers, agentweb.runtime.parsing, agentweb.runtime.context
+assert "agentweb.runtime.demo" not in sys.modules, "demo must be imported lazily"
+for info in pkgutil.iter_modules(agentweb.runtime.__path__):
+    importlib.import_module("agentweb.runtime." + info.name)
 bad = sorted(m for m in sys.modules if m == "django" or m.startswith("django.")
              or m.startswith("django_") or m.startswith("channels") or m.startswith("celery"))
 print(",".join(bad))
