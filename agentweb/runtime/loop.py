@@ -452,6 +452,7 @@ class Agent:
     ) -> Outcome | None:
         turn: list[TurnCall] = []
         fingerprints: list[str] = []
+        planned: list[tuple[TurnCall, str]] = []
         stop_reason: str | None = None
         for call in calls:
             item, fp = self._plan_call(state, call, fingerprints)
@@ -459,9 +460,11 @@ class Agent:
                 stop_reason = f"the model kept repeating the same call to {call.name!r}"
             elif fp:
                 fingerprints.append(fp)
+                planned.append((item, fp))
             turn.append(item)
         self._execute(state, turn, events, tool_context)
-        state.last_round = fingerprints
+        # A call that failed may be retried once as is; the no-progress guard bounds that.
+        state.last_round = [fp for item, fp in planned if not item.is_error or fp in state.reminded]
         if stop_reason is not None:
             self._append_results(state, turn)
             return self._stop(state, stop_reason, events)

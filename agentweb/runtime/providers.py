@@ -163,9 +163,16 @@ class Provider:
                         attempt = self._retry_or_raise(attempt, None, resp, text)
                         continue
                     for event in iter_sse_data(resp.iter_lines()):
+                        if not started and _is_error_event(event) and attempt < self.max_retries:
+                            # failed before anything was delivered: as good as a 5xx
+                            log.info("%s: stream opened with an error: %.200s", self.name, event)
+                            attempt = self._retry_or_raise(attempt, None, None, retry=True)
+                            break
                         started = True
                         yield event
-                    return
+                    else:
+                        return
+                    continue
             except httpx.TimeoutException as exc:
                 if started or isinstance(exc, httpx.ReadTimeout | httpx.WriteTimeout):
                     raise ModelTimeout(f"{self.name}: stream stalled past the timeout") from exc
@@ -204,9 +211,13 @@ class Provider:
         exc: Exception | None,
         resp: httpx.Response | None,
         text: str | None = None,
+        *,
+        retry: bool = False,
     ) -> int:
         """Sleep and return the next attempt number, or raise the final error."""
-        if resp is not None:
+        if retry:
+            delay = None
+        elif resp is not None:
             status = resp.status_code
             detail = text if text is not None else resp.text
             if status in (401, 403):
@@ -238,6 +249,10 @@ class Provider:
         log.info("%s: retrying in %.2fs (attempt %d)", self.name, delay, attempt + 1)
         time.sleep(delay)
         return attempt + 1
+
+
+def _is_error_event(event: dict[str, Any]) -> bool:
+    return bool(event.get("error")) and not event.get("choices")
 
 
 def _retry_after(value: str | None) -> float | None:

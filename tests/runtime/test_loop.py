@@ -618,3 +618,34 @@ def test_state_round_trips_mid_run_and_step_by_step_equals_run():
     assert second.outcome == Finished("done", "model")
     assert state.usage.output_tokens == 1 and state.iteration == 2
     assert agent.step(state).outcome == second.outcome  # terminal: nothing more happens
+
+
+def test_a_failed_call_may_be_retried_once_as_is():
+    attempts = []
+
+    @tool
+    def flaky(order_id: str) -> str:
+        """Fails the first time."""
+        attempts.append(order_id)
+        if len(attempts) == 1:
+            raise ConnectionError("backend hiccup")
+        return "fine"
+
+    model = ScriptedModel([call("flaky", order_id="A1"), call("flaky", order_id="A1"), "ok"])
+    agent = Agent(model, ToolRegistry([flaky]), AgentConfig(system_prompt=""))
+    _, outcome = drive(agent, agent.start("x"))
+    assert attempts == ["A1", "A1"] and outcome == Finished("ok", "model")
+    assert model.requests[2].messages[-1].content == "fine"
+
+
+def test_a_call_failing_the_same_way_forever_stops_for_no_progress():
+    @tool
+    def broken(order_id: str) -> str:
+        """Always fails."""
+        raise ConnectionError("down")
+
+    model = ScriptedModel([call("broken", order_id="A1")] * 10)
+    agent = Agent(model, ToolRegistry([broken]), AgentConfig(system_prompt=""))
+    _, outcome = drive(agent, agent.start("x"))
+    assert isinstance(outcome, Failed) and "no progress" in outcome.reason
+    assert model.remaining == 6

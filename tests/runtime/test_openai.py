@@ -412,3 +412,12 @@ def test_a_connection_dropped_mid_stream_is_a_model_error(fake_llm, openai_model
         openai_model.stream(MSGS, [], on_delta=deltas.append)
     assert deltas  # some text had arrived: not silently retried
     assert len(fake_llm.requests) == 1
+
+
+def test_a_stream_that_opens_with_an_error_is_retried(fake_llm, openai_model):
+    fake_llm.enqueue(
+        Reply(sse=[{"error": {"message": "model is loading"}}], done=False),
+        Reply(sse=oa_text_chunks("ready")),
+    )
+    assert openai_model.stream(MSGS, []).message.content == "ready"
+    assert len(fake_llm.requests) == 2
