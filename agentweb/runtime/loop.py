@@ -343,6 +343,11 @@ class Agent:
             call = by_id.get(d.call_id)
             if call is None or call.decision is not None:
                 raise KeyError(f"no pending approval for call {d.call_id!r}")
+            if d.approved and d.arguments is None and call.reason == "malformed_arguments":
+                raise ToolArgumentError(
+                    f"the model's arguments for {call.name!r} could not be read; "
+                    "approve with corrected arguments or reject"
+                )
             if d.approved and d.arguments is not None:
                 t = self.tools.get(call.name)
                 if t is None:
@@ -505,9 +510,7 @@ class Agent:
         item.arguments = parsed.model_dump(mode="json")
         fp = _fingerprint(t.name, item.arguments)
         if fp in fingerprints:
-            return self._error(
-                item, "Duplicate of an identical call in this turn; see its result."
-            ), None
+            return self._error(item, _DUPLICATE), None
         if fp in state.last_round:
             if fp in state.reminded or self.config.max_repeated_calls <= 1:
                 return self._error(item, "Stopped: repeated identical call."), "stop"
@@ -629,9 +632,7 @@ class Agent:
         if signature in state.round_signatures:
             state.no_progress += 1
             if state.no_progress >= self.config.max_no_progress:
-                return self._stop(
-                    state, "no progress: the same calls keep giving the same results", events
-                )
+                return self._stop(state, _NO_PROGRESS, events)
         else:
             state.no_progress = 0
             state.round_signatures = [*state.round_signatures[-19:], signature]

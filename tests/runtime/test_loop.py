@@ -649,3 +649,18 @@ def test_a_call_failing_the_same_way_forever_stops_for_no_progress():
     _, outcome = drive(agent, agent.start("x"))
     assert isinstance(outcome, Failed) and "no progress" in outcome.reason
     assert model.remaining == 6
+
+
+def test_approving_malformed_arguments_needs_corrected_ones():
+    bad = call("add_note")
+    bad.raw_arguments = "{customer_id: C1, note"
+    model = ScriptedModel([bad])
+    agent = make(model)
+    state = agent.start("x")
+    drive(agent, state)
+    with pytest.raises(ToolArgumentError, match="corrected arguments"):
+        agent.decide(state, [Decision(call_id=bad.id, approved=True)])
+    agent.decide(state, [Decision(call_id=bad.id, approved=False, comment="garbage")])
+    model.enqueue("ok")
+    _, outcome = drive(agent, state)
+    assert CALLS == [] and outcome == Finished("ok", "model")
