@@ -186,6 +186,7 @@ class TurnCall(BaseModel):
     content: str | None = None
     is_error: bool = False
     repaired: dict[str, str] = Field(default_factory=dict)
+    edited: bool = False  # an approver supplied the arguments
 
 
 class LoopState(BaseModel):
@@ -343,12 +344,8 @@ class Agent:
             call = by_id.get(d.call_id)
             if call is None or call.decision is not None:
                 raise KeyError(f"no pending approval for call {d.call_id!r}")
-            if d.approved and d.arguments is None and call.reason == "malformed_arguments":
-                raise ToolArgumentError(
-                    f"the model's arguments for {call.name!r} could not be read; "
-                    "approve with corrected arguments or reject"
-                )
             if d.approved and d.arguments is not None:
+                call.edited = True
                 t = self.tools.get(call.name)
                 if t is None:
                     raise ToolArgumentError(f"unknown tool {call.name!r}")
@@ -609,6 +606,9 @@ class Agent:
                 reason = item.comment or "no reason given"
                 self._error(item, f"A human reviewer rejected this call. Reason: {reason}")
                 continue
+            if item.reason == "malformed_arguments" and not item.edited:
+                self._error(item, _UNREADABLE)  # fail closed: never run on guessed arguments
+                continue
             item.state = "queued"
             if item.reason == "unknown_outcome":
                 force.add(item.call_id)
@@ -759,6 +759,10 @@ class Agent:
 
 _DUPLICATE = "Duplicate of an identical call in this turn; see its result."
 _NO_PROGRESS = "no progress: the same calls keep giving the same results"
+_UNREADABLE = (
+    "The call was approved, but its arguments could not be read and no corrected ones were "
+    "given, so it was not run. Call the tool again with valid JSON arguments."
+)
 _ARGS_HINT = " Send the arguments as one JSON object that matches the tool's schema."
 _REPEAT_REMINDER = (
     "You already called {name} with exactly these arguments in the previous step and the "

@@ -651,16 +651,22 @@ def test_a_call_failing_the_same_way_forever_stops_for_no_progress():
     assert model.remaining == 6
 
 
-def test_approving_malformed_arguments_needs_corrected_ones():
-    bad = call("add_note")
-    bad.raw_arguments = "{customer_id: C1, note"
+def test_approving_unreadable_arguments_without_corrections_does_not_run_the_tool():
+    @tool(risk="high")
+    def reset_all(confirm: bool = True) -> str:
+        """Dangerous; every argument has a default."""
+        CALLS.append(("reset_all", {}))
+        return "reset"
+
+    bad = call("reset_all")
+    bad.raw_arguments = "{confirm: yes"
     model = ScriptedModel([bad])
-    agent = make(model)
+    agent = Agent(model, ToolRegistry([reset_all]), AgentConfig(system_prompt=""))
     state = agent.start("x")
     drive(agent, state)
-    with pytest.raises(ToolArgumentError, match="corrected arguments"):
-        agent.decide(state, [Decision(call_id=bad.id, approved=True)])
-    agent.decide(state, [Decision(call_id=bad.id, approved=False, comment="garbage")])
+    agent.decide(state, [Decision(call_id=bad.id, approved=True)])
     model.enqueue("ok")
     _, outcome = drive(agent, state)
     assert CALLS == [] and outcome == Finished("ok", "model")
+    msg = model.requests[1].messages[-1]
+    assert msg.is_error and "could not be read" in msg.content
