@@ -244,9 +244,40 @@ def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
         return node
 
     cleaned: dict[str, Any] = walk(schema)
+    cleaned = _inline_refs(cleaned)
     cleaned.setdefault("properties", {})
     cleaned["type"] = "object"
     return cleaned
+
+
+def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """Replace local ``$ref``s by their definitions (many OpenAI-compatible servers handle
+    flat schemas better). Recursive models keep their ``$defs``."""
+    defs = schema.get("$defs")
+    if not defs:
+        return schema
+    recursive = False
+
+    def resolve(node: Any, seen: tuple[str, ...]) -> Any:
+        nonlocal recursive
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                name = ref.rsplit("/", 1)[-1]
+                if name in seen or name not in defs:
+                    recursive = True
+                    return node
+                extra = {k: v for k, v in node.items() if k != "$ref"}
+                return {**resolve(defs[name], (*seen, name)), **extra}
+            return {k: resolve(v, seen) for k, v in node.items() if k != "$defs"}
+        if isinstance(node, list):
+            return [resolve(v, seen) for v in node]
+        return node
+
+    flat: dict[str, Any] = resolve(schema, ())
+    if recursive:
+        flat["$defs"] = defs
+    return flat
 
 
 _SECTION = re.compile(

@@ -64,7 +64,9 @@ def test_it_generates_the_schema_from_hints_and_docstring():
     assert props["channel"]["enum"] == ["card", "voucher"]
     assert props["channel"]["default"] == "card"
     assert props["notify"]["default"] is True
-    assert "$ref" in str(props["reason"]) and s["$defs"]["Reason"]["enum"] == ["damaged", "late"]
+    assert props["reason"]["enum"] == ["damaged", "late"]
+    assert props["reason"]["description"] == "Why the customer gets money back."
+    assert "$defs" not in s and "$ref" not in str(s)
     assert "title" not in s and "title" not in props["amount"]
     assert issue_refund.description.startswith("Refund part or all of an order.")
     assert "Returns" not in issue_refund.description
@@ -75,7 +77,8 @@ def test_it_handles_nested_models_lists_and_ints():
     s = ship.schema
     assert s["properties"]["items"] == {"type": "array", "items": {"type": "integer"}}
     assert s["properties"]["count"] == {"type": "integer", "default": 1}
-    assert s["$defs"]["Address"]["required"] == ["street", "city"]
+    assert s["properties"]["address"]["required"] == ["street", "city"]
+    assert s["properties"]["address"]["properties"]["city"] == {"type": "string"}
     parsed = ship.parse(
         {"order_id": "A1", "address": {"street": "s", "city": "Lyon"}, "items": [1]}
     )
@@ -214,3 +217,23 @@ def test_it_loads_tools_from_modules():
 def test_a_tool_is_still_callable_as_the_function():
     assert ship.__name__ == "ship"
     assert ship(order_id="A", address=Address(street="s", city="c"), items=[]) == "A -> c [] x1"
+
+
+class Node(BaseModel):
+    label: str
+    children: list["Node"] = []
+
+
+def test_recursive_models_keep_their_definitions():
+    @tool
+    def tree(root: Node) -> str:
+        """Walk a tree."""
+        return root.label
+
+    s = tree.schema
+    assert s["properties"]["root"]["properties"]["children"]["items"] == {"$ref": "#/$defs/Node"}
+    assert "Node" in s["$defs"]
+    assert (
+        tree.validate({"root": {"label": "a", "children": [{"label": "b"}]}})["root"]["label"]
+        == "a"
+    )
