@@ -57,9 +57,12 @@ class NotFound(ActionError):
 # --- events ---------------------------------------------------------------------------
 
 
-def append_events(run: Run, events: Iterable[Mapping[str, Any]]) -> list[RunEvent]:
+def append_events(
+    run: Run, events: Iterable[Mapping[str, Any]], *, save_seq: bool = True
+) -> list[RunEvent]:
     """Store events with the next seqs of ``run``. Call inside a transaction that holds
-    the run's row lock (``select_for_update``), so seqs never collide. Publishes on commit."""
+    the run's row lock (``select_for_update``), so seqs never collide. Publishes on commit.
+    With ``save_seq=False`` the caller writes ``run.last_seq`` in its own UPDATE."""
     rows = []
     seq = run.last_seq
     for event in events:
@@ -69,7 +72,8 @@ def append_events(run: Run, events: Iterable[Mapping[str, Any]]) -> list[RunEven
         return []
     RunEvent.objects.bulk_create(rows)
     run.last_seq = seq
-    Run.objects.filter(pk=run.pk).update(last_seq=seq)
+    if save_seq:
+        Run.objects.filter(pk=run.pk).update(last_seq=seq)
     publish.run_changed_on_commit(run.pk, seq, run.status)
     return rows
 
@@ -353,13 +357,16 @@ def do_requeue_stale_runs() -> list[int]:
     return stale
 
 
-def bump_usage(run: Run, usage: Mapping[str, Any]) -> None:
-    """Add one model call's usage to the run (inside the step's transaction)."""
-    current = dict(run.usage or {})
-    for key in ("input_tokens", "output_tokens", "model_calls"):
-        current[key] = int(current.get(key, 0)) + int(usage.get(key, 0))
-    current["cost_usd"] = round(
-        float(current.get("cost_usd", 0)) + float(usage.get("cost_usd", 0)), 6
-    )
-    run.usage = current
-    Run.objects.filter(pk=run.pk).update(usage=current)
+def add_usage(current: Mapping[str, Any], events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The run's usage after the model calls among ``events``."""
+    usage = dict(current or {})
+    for event in events:
+        if event["type"] != "model_called":
+            continue
+        tokens = event["data"].get("tokens") or {}
+        usage["input_tokens"] = int(usage.get("input_tokens", 0)) + int(tokens.get("input", 0))
+        usage["output_tokens"] = int(usage.get("output_tokens", 0)) + int(tokens.get("output", 0))
+        usage["model_calls"] = int(usage.get("model_calls", 0)) + 1
+        cost = float(usage.get("cost_usd", 0)) + float(event["data"].get("cost_usd") or 0)
+        usage["cost_usd"] = round(cost, 6)
+    return usage

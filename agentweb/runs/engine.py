@@ -136,7 +136,7 @@ def _drive(run_id: int, owner: str, heartbeat: _Heartbeat) -> str:
     while True:
         if heartbeat.lost.is_set():
             raise LeaseLost
-        if Run.objects.filter(pk=run.pk, cancel_requested=True).exists():
+        if run.cancel_requested:  # read under the row lock by the previous _persist
             return _persist(run, owner, state, [], Cancelled())
         deltas = _DeltaPublisher(run.pk) if agent.config.stream else None
         step = agent.step(state, on_delta=deltas, tool_context=context)
@@ -211,32 +211,24 @@ def _persist(
     """Store one step: events, loop state, usage and the outcome, if ours still."""
     events = list(events)
     with transaction.atomic():
-        locked = Run.objects.select_for_update().get(pk=run.pk)
+        locked = (
+            Run.objects.select_for_update()
+            .only("status", "lease_owner", "last_seq", "cancel_requested", "usage")
+            .get(pk=run.pk)
+        )
         if locked.lease_owner != owner or locked.status != Run.Status.RUNNING:
             raise LeaseLost
-        run.last_seq, run.status = locked.last_seq, locked.status
-        for event in events:
-            if event["type"] == "model_called":
-                tokens = event["data"].get("tokens") or {}
-                actions.bump_usage(
-                    locked,
-                    {
-                        "input_tokens": tokens.get("input", 0),
-                        "output_tokens": tokens.get("output", 0),
-                        "model_calls": 1,
-                        "cost_usd": event["data"].get("cost_usd", 0),
-                    },
-                )
-        update: dict[str, Any] = {
-            "state": state.to_json(),
-            "lease_expires_at": timezone.now() + _lease(),
-        }
+        run.last_seq, run.cancel_requested = locked.last_seq, locked.cancel_requested
+        now = timezone.now()
+        update: dict[str, Any] = {"state": state.to_json(), "lease_expires_at": now + _lease()}
+        if any(e["type"] == "model_called" for e in events):
+            update["usage"] = actions.add_usage(locked.usage, events)
         if isinstance(outcome, Finished):
             update.update(
                 status=Run.Status.SUCCEEDED,
                 final_answer=outcome.answer,
                 decided_by=outcome.decided_by,
-                finished_at=timezone.now(),
+                finished_at=now,
                 lease_owner="",
                 lease_expires_at=None,
             )
@@ -244,21 +236,21 @@ def _persist(
             update.update(
                 status=Run.Status.FAILED,
                 failure_reason=outcome.reason,
-                finished_at=timezone.now(),
+                finished_at=now,
                 lease_owner="",
                 lease_expires_at=None,
             )
         elif isinstance(outcome, NeedsApproval):
-            _open_approvals(locked, outcome, events)
+            _open_approvals(run, outcome, events)
             update.update(status=Run.Status.WAITING_APPROVAL, lease_owner="", lease_expires_at=None)
         for key, value in update.items():
             setattr(run, key, value)
-        Run.objects.filter(pk=run.pk).update(**update)
-        run.last_seq = locked.last_seq
         if isinstance(outcome, Cancelled):
+            Run.objects.filter(pk=run.pk).update(**update)
             actions.finish_cancelled(run, by="request")
         else:
-            actions.append_events(run, events)
+            actions.append_events(run, events, save_seq=False)
+            Run.objects.filter(pk=run.pk).update(last_seq=run.last_seq, **update)
         return run.status
 
 

@@ -6,7 +6,6 @@ The row is committed *before* the tool runs, so a crash in the middle leaves a
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -20,7 +19,7 @@ class DbJournal:
     def __init__(self, run: Run, risk_of: Any = None) -> None:
         self.run = run
         self._risk_of = risk_of or (lambda name: "low")
-        self._started: dict[str, float] = {}
+        self._tools: dict[str, str] = {}
 
     def begin(self, call_id: str, tool: str, arguments: dict[str, Any]) -> PriorExecution | None:
         try:
@@ -37,7 +36,7 @@ class DbJournal:
                 result=prior.result,
                 error=prior.error or None,
             )
-        self._started[call_id] = time.monotonic()
+        self._tools[call_id] = tool
         return None
 
     def finish(
@@ -50,23 +49,23 @@ class DbJournal:
     ) -> None:
         status = ToolExecution.Status.SUCCEEDED if ok else ToolExecution.Status.FAILED
         with transaction.atomic():
-            execution = ToolExecution.objects.select_for_update().get(run=self.run, call_id=call_id)
-            execution.status = status
-            execution.result = result
-            execution.error = error or ""
-            execution.finished_at = timezone.now()
-            execution.duration_ms = duration_ms
-            execution.save(
-                update_fields=["status", "result", "error", "finished_at", "duration_ms"]
+            ToolExecution.objects.filter(run=self.run, call_id=call_id).update(
+                status=status,
+                result=result,
+                error=error or "",
+                finished_at=timezone.now(),
+                duration_ms=duration_ms,
             )
-            if self._risk_of(execution.tool) == "high":
+            tool = self._tools.pop(call_id, "")
+            if self._risk_of(tool) == "high":
+                execution = ToolExecution.objects.get(run=self.run, call_id=call_id)
                 AuditEntry.objects.create(
                     action="high_risk_tool_executed",
                     actor=None,
                     run=self.run,
                     data={
                         "call_id": call_id,
-                        "tool": execution.tool,
+                        "tool": tool,
                         "arguments": execution.arguments,
                         "ok": ok,
                         "error": error,

@@ -2,14 +2,22 @@
 
 A message only says "run N has events up to seq S"; consumers read the events from the
 database, so a lost or repeated message costs nothing but a refetch.
+
+Sending happens on one background thread per process with its own event loop, so a
+worker's step never waits for Redis and the channel layer keeps its connections
+between sends (``async_to_sync`` would build a new event loop, and new connections,
+for every message).
 """
 
 from __future__ import annotations
 
+import asyncio
+import atexit
 import logging
+import os
+import threading
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 
@@ -23,14 +31,79 @@ def run_group(run_id: int) -> str:
     return f"run-{run_id}"
 
 
+class _Sender:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] | None = None
+        self._pending = 0
+        self._idle = threading.Condition()
+
+    def _start(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._pid != os.getpid():  # new process: new thread
+                self._pid = os.getpid()
+                ready = threading.Event()
+                self._loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=self._run,
+                    args=(self._loop, ready),
+                    name="channel-publisher",
+                    daemon=True,
+                )
+                thread.start()
+                ready.wait()
+            return self._loop
+
+    def _run(self, loop: asyncio.AbstractEventLoop, ready: threading.Event) -> None:
+        asyncio.set_event_loop(loop)
+        self._queue = asyncio.Queue()
+        ready.set()
+        loop.run_until_complete(self._drain())
+
+    async def _drain(self) -> None:
+        assert self._queue is not None
+        layer = get_channel_layer()
+        while True:
+            item = await self._queue.get()
+            if item is None:
+                return
+            group, message = item
+            try:
+                if layer is not None:
+                    await layer.group_send(group, message)
+            except Exception:  # the record is in PostgreSQL; followers refetch
+                log.warning("channel layer send to %s failed", group, exc_info=True)
+            finally:
+                with self._idle:
+                    self._pending -= 1
+                    self._idle.notify_all()
+
+    def submit(self, group: str, message: dict[str, Any]) -> None:
+        loop = self._start()
+        with self._idle:
+            self._pending += 1
+        assert self._queue is not None
+        loop.call_soon_threadsafe(self._queue.put_nowait, (group, message))
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until everything submitted so far was handed to the channel layer."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending <= 0, timeout)
+
+
+_sender = _Sender()
+atexit.register(_sender.flush, 2.0)
+
+
 def send_now(group: str, message: dict[str, Any]) -> None:
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    try:
-        async_to_sync(layer.group_send)(group, message)
-    except Exception:  # the record is in PostgreSQL; a lost wake-up is recovered by refetch
-        log.warning("channel layer send to %s failed", group, exc_info=True)
+    """Queue a message for the channel layer; returns at once."""
+    _sender.submit(group, message)
+
+
+def flush(timeout: float = 5.0) -> bool:
+    return _sender.flush(timeout)
 
 
 def send_on_commit(group: str, message: dict[str, Any]) -> None:

@@ -1,0 +1,248 @@
+"""Benchmark of the whole stack: API → Redis → Celery worker → model over HTTP → events
+stored in PostgreSQL and published to the channel layer.
+
+Part 1: the scripted 3-tool run (4 model calls, zero model latency), one run at a time;
+        median and p95 from the run's creation to its finish (both stored timestamps),
+        next to the bare in-process loop of bench_runtime for reference.
+Part 2: 200 concurrent runs with a 200 ms model; every run's events must be complete,
+        in order, without duplicates, and each run's tool arguments must be its own.
+
+    python -m agentweb.devstack exec -- .venv/bin/python tests/bench/bench_stack.py
+
+Uses a database of its own (the DATABASE_URL's name + "_bench"), created and migrated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+import httpx  # noqa: E402
+import psycopg  # noqa: E402
+
+from tests.fakes.llm_server import FakeLLMServer, Recorded, Reply, oa_call, oa_reply  # noqa: E402
+
+EXPECTED = (
+    ["run_started"]
+    + ["model_called", "tool_call_started", "tool_call_finished"] * 3
+    + ["model_called", "run_finished"]
+)
+
+
+def pct(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+def bench_database(url: str) -> str:
+    parts = urlsplit(url)
+    name = parts.path.lstrip("/") + "_bench"
+    admin = urlunsplit(parts._replace(path="/postgres"))
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
+def responder(delay: float) -> Any:
+    """Three lookups of the order named in the task, then an answer; by conversation."""
+
+    def respond(req: Recorded) -> Reply:
+        messages = req.json["messages"]
+        task = next(m for m in messages if m["role"] == "user")["content"]
+        order = task.split()[-1]
+        done = sum(1 for m in messages if m["role"] == "tool")
+        if done < 3:
+            call = oa_call(f"c{done}", "lookup", {"order_id": f"{order}-{done}"})
+            return Reply(delay=delay, json=oa_reply(tool_calls=[call]))
+        return Reply(delay=delay, json=oa_reply(content=f"Checked {order} three times."))
+
+    return respond
+
+
+def check_runs(
+    conn: psycopg.Connection, run_ids: list[int], orders: dict[int, str]
+) -> dict[str, int]:
+    problems = {
+        "incomplete": 0,
+        "misordered_or_duplicated": 0,
+        "argument_mixups": 0,
+        "not_succeeded": 0,
+    }
+    for run_id in run_ids:
+        status = conn.execute("SELECT status FROM runs_run WHERE id=%s", (run_id,)).fetchone()
+        if status is None or status[0] != "succeeded":
+            problems["not_succeeded"] += 1
+        rows = conn.execute(
+            "SELECT seq, type, data FROM runs_runevent WHERE run_id=%s ORDER BY seq", (run_id,)
+        ).fetchall()
+        seqs = [r[0] for r in rows]
+        if seqs != list(range(1, len(seqs) + 1)):
+            problems["misordered_or_duplicated"] += 1
+        if [r[1] for r in rows] != EXPECTED:
+            problems["incomplete"] += 1
+        for seq, kind, data in rows:
+            if kind == "tool_call_started" and not data["arguments"]["order_id"].startswith(
+                orders[run_id] + "-"
+            ):
+                problems["argument_mixups"] += 1
+    return problems
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("-n", "--runs", type=int, default=60)
+    parser.add_argument("--concurrent", type=int, default=200)
+    parser.add_argument("--model-delay", type=float, default=0.2)
+    parser.add_argument("--workers", type=int, default=2, help="worker processes")
+    parser.add_argument("--threads", type=int, default=16, help="threads per worker")
+    parser.add_argument("--json", metavar="PATH")
+    args = parser.parse_args()
+
+    base_url = os.environ["DATABASE_URL"]
+    env = dict(os.environ)
+    env.update(
+        DATABASE_URL=bench_database(base_url),
+        DEBUG="1",
+        AGENTWEB_TOOLS="tests.runs.sample_tools",
+        AGENTWEB_STREAM="0",
+        AGENTWEB_MODEL="openai:bench",
+        OPENAI_API_KEY="bench",
+        AGENTWEB_DEMO_PASSWORD="bench-password",
+        LOG_LEVEL="WARNING",
+    )
+    os.environ.update(env)
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentweb.settings")
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", "--noinput", verbosity=0)
+    call_command("seed_demo", stdout=open(os.devnull, "w"))  # noqa: SIM115
+    from django.contrib.auth import get_user_model
+
+    from agentweb.accounts.models import ApiToken
+
+    token = ApiToken.issue(get_user_model().objects.get(username="operator"))
+    from tests.conftest import start_web, start_worker
+
+    server = FakeLLMServer()
+    server.record = False
+    env["OPENAI_BASE_URL"] = server.openai_url
+    tmp = Path(tempfile.mkdtemp(prefix="agentweb-bench-"))
+    procs = []
+    results: dict[str, Any] = {}
+    try:
+        web, url = start_web(env, tmp)
+        procs.append(web)
+        for i in range(args.workers):
+            procs.append(start_worker(env, tmp, f"bench{i}", concurrency=args.threads))
+        client = httpx.Client(
+            base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30
+        )
+        conn = psycopg.connect(env["DATABASE_URL"], autocommit=True)
+
+        def wait_final(ids: list[int], timeout: float) -> None:
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                left = conn.execute(
+                    "SELECT count(*) FROM runs_run WHERE id = ANY(%s) AND status NOT IN "
+                    "('succeeded','failed','cancelled','waiting_approval')",
+                    (ids,),
+                ).fetchone()
+                if left and left[0] == 0:
+                    return
+                time.sleep(0.02)
+            raise SystemExit(f"runs did not finish in {timeout}s")
+
+        # Part 1: one at a time, zero model latency.
+        server.responder = responder(0.0)
+        ids, orders = [], {}
+        for i in range(args.runs + 5):
+            run = client.post("/api/runs", json={"task": f"Check order S{i}"}).json()
+            wait_final([run["id"]], 30)
+            if i >= 5:  # warm-up runs are not counted
+                ids.append(run["id"])
+                orders[run["id"]] = f"S{i}"
+        rows = conn.execute(
+            "SELECT extract(epoch FROM finished_at - created_at) * 1000 "
+            "FROM runs_run WHERE id = ANY(%s)",
+            (ids,),
+        ).fetchall()
+        ms = [float(r[0]) for r in rows]
+        results["sequential"] = {
+            "runs": len(ms),
+            "p50_ms": round(statistics.median(ms), 1),
+            "p95_ms": round(pct(ms, 95), 1),
+            "bar_p50_ms": 50,
+            "problems": check_runs(conn, ids, orders),
+        }
+        print(
+            f"whole stack, 3-tool run, zero model latency: p50 {statistics.median(ms):.1f} ms,"
+            f" p95 {pct(ms, 95):.1f} ms over {len(ms)} runs (bar: p50 <= 50 ms)"
+        )
+        print(f"  checks: {results['sequential']['problems']}")
+
+        # Part 2: many at once with a slow model.
+        server.responder = responder(args.model_delay)
+        started = time.monotonic()
+
+        def create(i: int) -> tuple[int, str]:
+            with httpx.Client(
+                base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60
+            ) as c:
+                return c.post("/api/runs", json={"task": f"Check order P{i}"}).json()["id"], f"P{i}"
+
+        with ThreadPoolExecutor(max_workers=32) as pool:
+            created = list(pool.map(create, range(args.concurrent)))
+        ids = [c[0] for c in created]
+        orders = dict(created)
+        wait_final(ids, 600)
+        wall = time.monotonic() - started
+        rows = conn.execute(
+            "SELECT extract(epoch FROM finished_at - created_at) * 1000 "
+            "FROM runs_run WHERE id = ANY(%s)",
+            (ids,),
+        ).fetchall()
+        ms = [float(r[0]) for r in rows]
+        problems = check_runs(conn, ids, orders)
+        results["concurrent"] = {
+            "runs": len(ids),
+            "model_delay_s": args.model_delay,
+            "wall_s": round(wall, 1),
+            "p50_ms": round(statistics.median(ms), 1),
+            "p95_ms": round(pct(ms, 95), 1),
+            "problems": problems,
+        }
+        print(
+            f"{len(ids)} concurrent runs, {args.model_delay * 1000:.0f} ms model: all done in "
+            f"{wall:.1f} s; per run p50 {statistics.median(ms):.0f} ms, p95 {pct(ms, 95):.0f} ms"
+        )
+        print(f"  checks: {problems}")
+    finally:
+        for proc in reversed(procs):
+            proc.stop()
+        server.close()
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    bad = sum(results["sequential"]["problems"].values()) + sum(
+        results["concurrent"]["problems"].values()
+    )
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
