@@ -154,7 +154,7 @@ class RunsConsumer(AsyncJsonWebsocketConsumer):
 
     @database_sync_to_async
     def _status(self, run_id: int) -> dict[str, Any] | None:
-        run = visible_runs(self.scope["user"]).filter(pk=run_id).only("status").first()
+        run = visible_runs(self.scope["user"]).filter(pk=run_id).first()
         if run is None:
             return None
         return {"status": run.status, "label": run.get_status_display()}

@@ -317,8 +317,10 @@ def _search(request: Request, form: RunSearchForm) -> Any:
 @require_GET
 def runs(request: Request) -> HttpResponse:
     form = RunSearchForm(request.GET or None)
-    qs = _search(request, form).annotate(
-        n_tools=Count("events", filter=Q(events__type="tool_call_started"))
+    qs = (
+        _search(request, form)
+        .order_by("-created_at", "-id")
+        .annotate(n_tools=Count("events", filter=Q(events__type="tool_call_started")))
     )
     page = Paginator(qs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
     context = {"form": form, "page": page, "runs": page.object_list}

@@ -99,3 +99,13 @@ def fields(value: Any) -> list[tuple[str, str]] | None:
     if not isinstance(value, dict):
         return None
     return [(str(k), v if isinstance(v, str) else _pretty(v)) for k, v in value.items()]
+
+
+@register.filter
+def total_tokens(usage: Any) -> int:
+    if not isinstance(usage, dict):
+        return 0
+    try:
+        return int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
+    except (TypeError, ValueError):
+        return 0

@@ -1,0 +1,252 @@
+"""The run WebSocket through the real ASGI stack (origin check, session auth, routing)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import Group, User
+from django.test import Client
+
+from agentweb.asgi import application
+from agentweb.runs import publish
+from agentweb.runs.models import Run
+from tests.web import factories as f
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _user(name: str, role: str | None = "operator") -> User:
+    from agentweb.accounts.roles import ensure_roles
+
+    groups = ensure_roles()
+    user = User.objects.create_user(name, password="pw-123456789")
+    if role:
+        user.groups.add(groups[role] if role in groups else Group.objects.get(name=role))
+    return user
+
+
+def _cookie(user: User) -> str:
+    client = Client()
+    client.force_login(user)
+    return f"sessionid={client.cookies['sessionid'].value}"
+
+
+def communicator(path: str, cookie: str | None, origin: str = "http://localhost") -> Any:
+    headers = [(b"origin", origin.encode()), (b"host", b"localhost")]
+    if cookie:
+        headers.append((b"cookie", cookie.encode()))
+    return WebsocketCommunicator(application, path, headers=headers)
+
+
+async def receive_until_state(comm: WebsocketCommunicator) -> tuple[list[dict], dict]:
+    events: list[dict] = []
+    while True:
+        msg = await comm.receive_json_from(timeout=5)
+        if msg["kind"] == "events":
+            events.extend(msg["events"])
+        elif msg["kind"] == "state":
+            return events, msg
+
+
+def seqs(events: list[dict]) -> list[int]:
+    return [e["seq"] for e in events]
+
+
+@pytest.fixture
+def setup_run() -> dict[str, Any]:
+    owner = _user("op1")
+    run = f.make_run(owner)
+    f.emit(run, {"type": "run_started", "data": {}}, f.model_called(), f.tool_started())
+    return {"owner": owner, "run": run, "cookie": _cookie(owner)}
+
+
+async def test_it_sends_a_snapshot_of_stored_events_on_connect(setup_run: dict) -> None:
+    run = setup_run["run"]
+    comm = communicator(f"/ws/runs/{run.pk}/", setup_run["cookie"])
+    connected, _ = await comm.connect()
+    assert connected
+    events, state = await receive_until_state(comm)
+    assert seqs(events) == [1, 2, 3]
+    assert [e["type"] for e in events] == ["run_started", "model_called", "tool_call_started"]
+    for event in events:
+        assert re.match(rf'<li id="event-{event["seq"]}"', event["html"])
+    assert state["status"] == "running" and state["active"] is True
+    assert f"Run #{run.pk}" in state["header"]
+    await comm.disconnect()
+
+
+async def test_it_pushes_a_live_event_read_from_the_database(setup_run: dict) -> None:
+    run = setup_run["run"]
+    comm = communicator(f"/ws/runs/{run.pk}/", setup_run["cookie"])
+    assert (await comm.connect())[0]
+    await receive_until_state(comm)
+    await sync_to_async(f.emit)(run, f.tool_finished(result={"status": "<b>shipped</b>"}))
+    events, _ = await receive_until_state(comm)
+    assert seqs(events) == [4]
+    assert events[0]["type"] == "tool_call_finished"
+    # Tool text is escaped, never markup.
+    assert "<b>shipped</b>" not in events[0]["html"]
+    assert "&lt;b&gt;shipped&lt;/b&gt;" in events[0]["html"]
+    await comm.disconnect()
+
+
+async def test_it_ignores_the_wake_up_payload_and_never_repeats(setup_run: dict) -> None:
+    run = setup_run["run"]
+    comm = communicator(f"/ws/runs/{run.pk}/", setup_run["cookie"])
+    assert (await comm.connect())[0]
+    await receive_until_state(comm)
+    # A forged or repeated wake-up claiming seq 99: nothing new is stored, nothing is sent
+    # but the state.
+    from channels.layers import get_channel_layer
+
+    layer = get_channel_layer()
+    await layer.group_send(
+        publish.run_group(run.pk), {"type": "run.event", "run": run.pk, "seq": 99}
+    )
+    events, state = await receive_until_state(comm)
+    assert events == []
+    assert state["last_seq"] == 3
+    await comm.disconnect()
+
+
+async def test_it_resumes_after_the_clients_last_seq(setup_run: dict) -> None:
+    run = setup_run["run"]
+    await sync_to_async(f.emit)(run, f.tool_finished(), f.model_called(text="Done."))
+    comm = communicator(f"/ws/runs/{run.pk}/?after=3", setup_run["cookie"])
+    assert (await comm.connect())[0]
+    events, _ = await receive_until_state(comm)
+    assert seqs(events) == [4, 5]
+    await comm.disconnect()
+
+
+async def test_it_resends_on_a_resync_request(setup_run: dict) -> None:
+    run = setup_run["run"]
+    comm = communicator(f"/ws/runs/{run.pk}/", setup_run["cookie"])
+    assert (await comm.connect())[0]
+    await receive_until_state(comm)
+    await comm.send_json_to({"kind": "resync", "after": 1})
+    events, _ = await receive_until_state(comm)
+    assert seqs(events) == [2, 3]
+    await comm.disconnect()
+
+
+async def test_it_forwards_streamed_text_as_a_delta(setup_run: dict) -> None:
+    run = setup_run["run"]
+    comm = communicator(f"/ws/runs/{run.pk}/", setup_run["cookie"])
+    assert (await comm.connect())[0]
+    await receive_until_state(comm)
+    from channels.layers import get_channel_layer
+
+    await get_channel_layer().group_send(
+        publish.run_group(run.pk), {"type": "run.delta", "text": "<script>x</script>Hel"}
+    )
+    msg = await comm.receive_json_from(timeout=5)
+    assert msg == {"kind": "delta", "text": "<script>x</script>Hel"}  # the client uses textContent
+    await comm.disconnect()
+
+
+async def test_it_refuses_anonymous_connections(setup_run: dict) -> None:
+    comm = communicator(f"/ws/runs/{setup_run['run'].pk}/", None)
+    connected, code = await comm.connect()
+    assert not connected
+    await comm.disconnect()
+
+
+async def test_it_refuses_a_foreign_origin(setup_run: dict) -> None:
+    comm = communicator(
+        f"/ws/runs/{setup_run['run'].pk}/", setup_run["cookie"], origin="http://evil.example"
+    )
+    connected, _ = await comm.connect()
+    assert not connected
+    await comm.disconnect()
+
+
+async def test_it_refuses_a_run_the_user_may_not_see(setup_run: dict) -> None:
+    outsider = await sync_to_async(_user)("nobody", role=None)
+    cookie = await sync_to_async(_cookie)(outsider)
+    comm = communicator(f"/ws/runs/{setup_run['run'].pk}/", cookie)
+    connected, _ = await comm.connect()
+    assert not connected
+    await comm.disconnect()
+
+
+async def test_it_refuses_a_run_that_does_not_exist(setup_run: dict) -> None:
+    comm = communicator("/ws/runs/999999/", setup_run["cookie"])
+    connected, _ = await comm.connect()
+    assert not connected
+    await comm.disconnect()
+
+
+async def test_it_shows_approval_controls_only_to_those_who_may_decide(setup_run: dict) -> None:
+    run = setup_run["run"]
+    await sync_to_async(f.request_approval)(run)
+    approver = await sync_to_async(_user)("appr", role="approver")
+    for cookie, can in (
+        (setup_run["cookie"], False),
+        (await sync_to_async(_cookie)(approver), True),
+    ):
+        comm = communicator(f"/ws/runs/{run.pk}/", cookie)
+        assert (await comm.connect())[0]
+        events, state = await receive_until_state(comm)
+        assert events[-1]["type"] == "approval_requested"
+        slot = state["approvals"]["c9"]
+        assert ('value="approve"' in slot) is can
+        assert state["status"] == "waiting_approval"
+        await comm.disconnect()
+
+
+async def test_runs_socket_sends_statuses_read_from_the_database(setup_run: dict) -> None:
+    run = setup_run["run"]
+    comm = communicator("/ws/runs/", setup_run["cookie"])
+    assert (await comm.connect())[0]
+    await sync_to_async(f.emit)(
+        run, {"type": "run_finished", "data": {"final_answer": "ok"}}, status=Run.Status.SUCCEEDED
+    )
+    msg = await comm.receive_json_from(timeout=5)
+    while msg.get("status") != "succeeded":
+        msg = await comm.receive_json_from(timeout=5)
+    assert msg == {"kind": "status", "run": run.pk, "status": "succeeded", "label": "Succeeded"}
+    await comm.disconnect()
+
+
+async def test_approvals_socket_counts_pending(setup_run: dict) -> None:
+    comm = communicator("/ws/approvals/", setup_run["cookie"])
+    assert (await comm.connect())[0]
+    assert await comm.receive_json_from(timeout=5) == {"kind": "approvals", "pending": 0}
+    await sync_to_async(f.request_approval)(setup_run["run"])
+    from channels.layers import get_channel_layer
+
+    await get_channel_layer().group_send(publish.APPROVALS_GROUP, {"type": "approvals.changed"})
+    assert await comm.receive_json_from(timeout=5) == {"kind": "approvals", "pending": 1}
+    await comm.disconnect()
+
+
+async def test_events_committed_during_connect_are_not_lost(setup_run: dict) -> None:
+    """Many events written while several clients connect: each client gets every seq
+    exactly once, in order."""
+    run = setup_run["run"]
+
+    async def writer() -> None:
+        for i in range(20):
+            await sync_to_async(f.emit)(run, f.model_called(text=f"step {i}"))
+            await asyncio.sleep(0.005)
+
+    async def client() -> list[int]:
+        comm = communicator(f"/ws/runs/{run.pk}/", setup_run["cookie"])
+        assert (await comm.connect())[0]
+        got: list[int] = []
+        while not got or got[-1] < 23:
+            msg = await comm.receive_json_from(timeout=5)
+            if msg["kind"] == "events":
+                got.extend(seqs(msg["events"]))
+        await comm.disconnect()
+        return got
+
+    results = await asyncio.gather(writer(), *(client() for _ in range(5)))
+    for got in results[1:]:
+        assert got == list(range(1, 24))

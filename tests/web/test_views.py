@@ -1,0 +1,456 @@
+"""Pages: who sees what, who may do what, and what each page shows."""
+
+from __future__ import annotations
+
+import io
+import json
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.utils import timezone
+
+from agentweb.accounts.roles import ensure_roles
+from agentweb.runs.models import AgentProfile, Approval, Run
+from agentweb.shop.models import Customer, Ticket
+from tests.web import factories as f
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def people() -> dict[str, User]:
+    groups = ensure_roles()
+    users = {}
+    for name in ("operator", "approver", "admin"):
+        users[name] = User.objects.create_user(name, password="pw-123456789")
+        users[name].groups.add(groups[name])
+    users["outsider"] = User.objects.create_user("outsider", password="pw-123456789")
+    return users
+
+
+def client_for(user: User | None) -> Client:
+    client = Client()
+    if user is not None:
+        client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def runs(people: dict[str, User]) -> dict[str, Run]:
+    """A run started by the operator and one started by the admin, both waiting for a
+    refund approval."""
+    out = {}
+    for owner in ("operator", "admin"):
+        run = f.make_run(people[owner], task=f"Refund for {owner}'s customer")
+        f.emit(
+            run,
+            {"type": "run_started", "data": {}},
+            f.model_called(),
+            f.tool_started(),
+            f.tool_finished(),
+        )
+        f.request_approval(run)
+        out[owner] = run
+    return out
+
+
+PAGES = ["/tickets/", "/runs/", "/approvals/", "/runs/compare/", "/runs/import/"]
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_it_sends_anonymous_visitors_to_the_login_page(path: str) -> None:
+    response = Client().get(path)
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+
+
+def test_it_serves_the_login_form() -> None:
+    body = Client().get("/accounts/login/").content.decode()
+    assert 'name="username"' in body and 'name="password"' in body
+
+
+def test_it_logs_in_and_lands_on_tickets(people: dict[str, User]) -> None:
+    client = Client()
+    response = client.post("/accounts/login/", {"username": "operator", "password": "pw-123456789"})
+    assert response.status_code == 302 and response["Location"] == "/tickets/"
+    assert client.get("/tickets/").status_code == 200
+
+
+# --- run page: role x owner ----------------------------------------------------------------
+
+MATRIX = [
+    ("operator", "operator", 200),
+    ("operator", "admin", 200),
+    ("approver", "operator", 200),
+    ("approver", "admin", 200),
+    ("admin", "operator", 200),
+    ("admin", "admin", 200),
+    ("outsider", "operator", 404),
+    ("outsider", "admin", 404),
+]
+
+
+@pytest.mark.parametrize(("viewer", "owner", "status"), MATRIX)
+@pytest.mark.parametrize("suffix", ["", "replay/", "export.json"])
+def test_run_pages_follow_visibility(
+    people: dict[str, User],
+    runs: dict[str, Run],
+    viewer: str,
+    owner: str,
+    status: int,
+    suffix: str,
+) -> None:
+    response = client_for(people[viewer]).get(f"/runs/{runs[owner].pk}/{suffix}")
+    assert response.status_code == status
+
+
+def test_the_run_page_renders_each_event_with_its_seq(people: dict, runs: dict) -> None:
+    body = client_for(people["operator"]).get(f"/runs/{runs['operator'].pk}/").content.decode()
+    for seq in range(1, 6):
+        assert body.count(f'id="event-{seq}"') == 1
+    assert 'data-last-seq="5"' in body
+    assert "Model · turn 1" in body
+
+
+def test_the_run_page_escapes_model_and_tool_text(people: dict) -> None:
+    run = f.make_run(people["operator"], task="<img src=x onerror=alert(1)>")
+    f.emit(
+        run,
+        f.model_called(text="<script>alert('model')</script>"),
+        f.tool_finished(result={"note": "<b>bold</b>"}),
+    )
+    body = client_for(people["operator"]).get(f"/runs/{run.pk}/").content.decode()
+    assert "<script>alert('model')</script>" not in body
+    assert "&lt;script&gt;alert(&#x27;model&#x27;)&lt;/script&gt;" in body
+    assert "<img src=x" not in body and "<b>bold</b>" not in body
+
+
+@pytest.mark.parametrize(
+    ("viewer", "owner", "can"),
+    [
+        ("operator", "operator", False),  # no permission
+        ("operator", "admin", False),
+        ("approver", "operator", True),
+        ("approver", "admin", True),
+        ("admin", "operator", True),
+        ("admin", "admin", False),  # four-eyes: own run
+    ],
+)
+def test_approval_buttons_follow_may_decide(
+    people: dict, runs: dict, viewer: str, owner: str, can: bool
+) -> None:
+    body = client_for(people[viewer]).get(f"/runs/{runs[owner].pk}/").content.decode()
+    assert ('value="approve"' in body) is can
+    assert "Waiting for an approver" in body or can
+
+
+@pytest.mark.parametrize(
+    ("viewer", "owner", "outcome"),
+    [
+        ("operator", "admin", "pending"),
+        ("approver", "operator", "approved"),
+        ("admin", "admin", "pending"),
+        ("admin", "operator", "approved"),
+        ("outsider", "operator", 404),
+    ],
+)
+def test_deciding_follows_the_rules(
+    people: dict, runs: dict, viewer: str, owner: str, outcome: Any
+) -> None:
+    approval = Approval.objects.get(run=runs[owner])
+    response = client_for(people[viewer]).post(
+        f"/approvals/{approval.pk}/decide/", {"decision": "approve", "next": "/approvals/"}
+    )
+    if outcome == 404:
+        assert response.status_code == 404
+        return
+    assert response.status_code == 302 and response["Location"] == "/approvals/"
+    approval.refresh_from_db()
+    assert approval.status == outcome
+
+
+def test_edit_and_approve_checks_the_json(people: dict, runs: dict) -> None:
+    approval = Approval.objects.get(run=runs["operator"])
+    client = client_for(people["approver"])
+    response = client.post(
+        f"/approvals/{approval.pk}/decide/",
+        {"decision": "edit", "arguments": "{not json"},
+        HTTP_HX_REQUEST="true",
+    )
+    assert response.status_code == 200
+    assert "not valid JSON" in response.content.decode()
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+    edited = {"order_id": "A1001", "amount": 10.0, "reason": "partial refund"}
+    response = client.post(
+        f"/approvals/{approval.pk}/decide/",
+        {"decision": "edit", "arguments": json.dumps(edited)},
+        HTTP_HX_REQUEST="true",
+    )
+    approval.refresh_from_db()
+    assert approval.status == "approved", response.content.decode()
+    assert approval.edited_arguments["amount"] == 10.0
+
+
+def test_reject_with_reason(people: dict, runs: dict) -> None:
+    approval = Approval.objects.get(run=runs["operator"])
+    client_for(people["approver"]).post(
+        f"/approvals/{approval.pk}/decide/", {"decision": "reject", "comment": "Too much"}
+    )
+    approval.refresh_from_db()
+    assert approval.status == "rejected" and approval.comment == "Too much"
+
+
+def test_the_decide_redirect_stays_on_this_site(people: dict, runs: dict) -> None:
+    approval = Approval.objects.get(run=runs["operator"])
+    response = client_for(people["approver"]).post(
+        f"/approvals/{approval.pk}/decide/", {"decision": "reject", "next": "https://evil.example/"}
+    )
+    assert response["Location"] == f"/runs/{runs['operator'].pk}/"
+
+
+def test_the_approvals_inbox_lists_pending_oldest_first(people: dict, runs: dict) -> None:
+    Approval.objects.filter(run=runs["admin"]).update(
+        requested_at=timezone.now() - timedelta(hours=1)
+    )
+    body = client_for(people["approver"]).get("/approvals/").content.decode()
+    first = body.index(f'id="inbox-{Approval.objects.get(run=runs["admin"]).pk}"')
+    second = body.index(f'id="inbox-{Approval.objects.get(run=runs["operator"]).pk}"')
+    assert first < second
+    assert "issue_refund" in body and "high risk" in body
+    partial = client_for(people["approver"]).get("/approvals/?partial=1").content.decode()
+    assert "<html" not in partial and "issue_refund" in partial
+
+
+def test_the_inbox_hides_runs_the_user_may_not_see(people: dict, runs: dict) -> None:
+    body = client_for(people["outsider"]).get("/approvals/").content.decode()
+    assert "issue_refund" not in body
+    assert "Nothing is waiting" in body
+
+
+def test_the_nav_counts_pending_approvals(people: dict, runs: dict) -> None:
+    body = client_for(people["approver"]).get("/runs/").content.decode()
+    assert 'id="nav-pending" class="count"' in body and ">2</span>" in body
+
+
+# --- tickets and starting runs -------------------------------------------------------------
+
+
+@pytest.fixture
+def ticket() -> Ticket:
+    customer = Customer.objects.create(
+        code="C900", name="Ada Example", email="ada@example.com", created_at=timezone.now()
+    )
+    return Ticket.objects.create(
+        subject="Where is my parcel?",
+        body="Order A9 has not arrived.",
+        customer=customer,
+        created_at=timezone.now(),
+    )
+
+
+def test_tickets_show_customer_context_and_start_a_run(
+    people: dict, ticket: Ticket, django_capture_on_commit_callbacks: Any
+) -> None:
+    AgentProfile.objects.get_or_create(name="ticket-assistant", defaults={"system_prompt": "x"})
+    client = client_for(people["operator"])
+    body = client.get("/tickets/").content.decode()
+    assert "Where is my parcel?" in body and "Ada Example" in body and "C900" in body
+    assert f"/tickets/{ticket.pk}/run/" in body
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = client.post(f"/tickets/{ticket.pk}/run/")
+    run = Run.objects.get(ticket=ticket)
+    assert response.status_code == 302 and response["Location"] == f"/runs/{run.pk}/"
+    assert run.created_by == people["operator"]
+    assert callbacks, "the run is enqueued after commit"
+
+
+def test_the_task_form_starts_a_run(people: dict, django_capture_on_commit_callbacks: Any) -> None:
+    AgentProfile.objects.get_or_create(name="ticket-assistant", defaults={"system_prompt": "x"})
+    with django_capture_on_commit_callbacks(execute=False):
+        response = client_for(people["operator"]).post("/runs/new/", {"task": "Check KIT-0101"})
+    run = Run.objects.get(task="Check KIT-0101")
+    assert response["Location"] == f"/runs/{run.pk}/"
+
+
+def test_an_empty_task_is_refused(people: dict) -> None:
+    client = client_for(people["operator"])
+    response = client.post("/runs/new/", {"task": "   "}, follow=True)
+    assert (
+        "must not be empty" in response.content.decode() or "required" in response.content.decode()
+    )
+    assert not Run.objects.exists()
+
+
+def test_people_without_a_role_cannot_start_runs(people: dict, ticket: Ticket) -> None:
+    client_for(people["outsider"]).post(f"/tickets/{ticket.pk}/run/")
+    client_for(people["outsider"]).post("/runs/new/", {"task": "hello"})
+    assert not Run.objects.exists()
+
+
+def test_cancel_from_the_run_page(people: dict, runs: dict) -> None:
+    client_for(people["operator"]).post(f"/runs/{runs['operator'].pk}/cancel/")
+    runs["operator"].refresh_from_db()
+    assert runs["operator"].status == "cancelled"
+    client_for(people["outsider"]).post(f"/runs/{runs['admin'].pk}/cancel/")
+    runs["admin"].refresh_from_db()
+    assert runs["admin"].status == "waiting_approval"
+
+
+# --- runs list --------------------------------------------------------------------------------
+
+
+def test_runs_search(people: dict, runs: dict) -> None:
+    other = f.make_run(people["approver"], task="Cancel order A1008", status="succeeded")
+    f.emit(other, f.tool_started(tool="cancel_order", arguments={"order_id": "A1008"}))
+    Run.objects.filter(pk=other.pk).update(created_at=timezone.now() - timedelta(days=10))
+    client = client_for(people["admin"])
+
+    def found(query: str) -> set[int]:
+        body = client.get(f"/runs/?{query}").content.decode()
+        return {r.pk for r in Run.objects.all() if f'href="/runs/{r.pk}/"' in body}
+
+    everyone = {runs["operator"].pk, runs["admin"].pk, other.pk}
+    assert found("") == everyone
+    assert found("q=cancel+order") == {other.pk}
+    assert found("tool=cancel_order") == {other.pk}
+    assert found("tool=get_order") == {runs["operator"].pk, runs["admin"].pk}
+    assert found("status=succeeded") == {other.pk}
+    assert found("requester=operator") == {runs["operator"].pk}
+    assert found("agent=ticket-assistant") == everyone
+    day = (timezone.now() - timedelta(days=10)).date().isoformat()
+    assert found(f"since={day}&until={day}") == {other.pk}
+    assert found(f"until={day}") == {other.pk}
+
+
+def test_runs_pagination_and_htmx_partial(people: dict) -> None:
+    for i in range(30):
+        f.make_run(people["operator"], task=f"task {i}")
+    client = client_for(people["operator"])
+    first = client.get("/runs/").content.decode()
+    assert "page 1 of 2" in first and "Older" in first
+    second = client.get("/runs/?page=2").content.decode()
+    assert second.count('data-run-status="') == 5
+    partial = client.get("/runs/?page=2", HTTP_HX_REQUEST="true", HTTP_HX_TARGET="runs-table")
+    assert "<html" not in partial.content.decode()
+
+
+def test_outsiders_see_only_their_own_runs(people: dict, runs: dict) -> None:
+    mine = f.make_run(people["outsider"], task="my own task")
+    body = client_for(people["outsider"]).get("/runs/").content.decode()
+    assert f'href="/runs/{mine.pk}/"' in body
+    assert f'href="/runs/{runs["operator"].pk}/"' not in body
+
+
+# --- replay, compare, export, import -----------------------------------------------------------
+
+
+def finished_run(user: User, refund: float) -> Run:
+    run = f.make_run(user, task="Refund a damaged kettle")
+    f.emit(
+        run,
+        {"type": "run_started", "data": {}},
+        f.model_called(text="Looking up the order."),
+        f.tool_started(),
+        f.tool_finished(),
+        f.model_called(
+            text="Refunding.",
+            tool="issue_refund",
+            call_id="c2",
+            arguments={"order_id": "A1001", "amount": refund, "reason": "damaged"},
+        ),
+        f.tool_started(
+            tool="issue_refund",
+            call_id="c2",
+            arguments={"order_id": "A1001", "amount": refund, "reason": "damaged"},
+        ),
+        f.tool_finished(tool="issue_refund", call_id="c2", result={"refunded": refund}),
+        f.model_called(text="Done.", tool=""),
+        {"type": "run_finished", "data": {"final_answer": f"Refunded {refund}"}},
+        status=Run.Status.SUCCEEDED,
+    )
+    Run.objects.filter(pk=run.pk).update(final_answer=f"Refunded {refund}")
+    run.refresh_from_db()
+    return run
+
+
+def test_replay_shows_what_the_model_saw(people: dict) -> None:
+    run = finished_run(people["operator"], 20)
+    body = client_for(people["operator"]).get(f"/runs/{run.pk}/replay/").content.decode()
+    assert body.count('class="ctx-msg') == 6  # task, 3 assistant turns, 2 tool results
+    assert 'id="replay-ctx"' in body
+    ctx = json.loads(
+        body.split('id="replay-ctx" type="application/json">')[1].split("</script>")[0]
+    )
+    # Seq 2 (first model call) saw only the task; seq 5 (second call) saw task, turn 1, result.
+    assert ctx[1] == 1 and ctx[4] == 3 and len(ctx) == 9
+    for seq in range(1, 10):
+        assert f'id="event-{seq}"' in body
+
+
+def test_compare_aligns_calls_and_marks_differences(people: dict) -> None:
+    a = finished_run(people["operator"], 20)
+    b = finished_run(people["operator"], 35)
+    body = client_for(people["operator"]).get(f"/runs/compare/?a={a.pk}&b={b.pk}").content.decode()
+    assert body.count('class="cmp-row"') == 2
+    assert "args differ" in body and "result differs" in body
+    assert "1 with differences" in body and "final answers differ" in body
+
+
+def test_export_then_import_round_trip(people: dict) -> None:
+    run = finished_run(people["operator"], 20)
+    client = client_for(people["operator"])
+    response = client.get(f"/runs/{run.pk}/export.json")
+    doc = json.loads(response.content)
+    assert doc["schema"] == "agentweb.run-export/1"
+    assert [e["seq"] for e in doc["events"]] == list(range(1, 10))
+    assert doc["run"]["id"] == run.pk and doc["run"]["final_answer"] == "Refunded 20"
+    upload = io.BytesIO(response.content)
+    upload.name = "run.json"
+    body = client.post("/runs/import/", {"file": upload}).content.decode()
+    assert "Imported file" in body and 'id="event-9"' in body and "Refunded 20" in body
+
+
+def test_import_refuses_other_files(people: dict) -> None:
+    client = client_for(people["operator"])
+    for content in (b"not json", b'{"schema": "other"}', b'{"schema": "agentweb.run-export/1"}'):
+        upload = io.BytesIO(content)
+        upload.name = "x.json"
+        body = client.post("/runs/import/", {"file": upload}).content.decode()
+        assert 'class="error"' in body
+
+
+# --- agents -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("role", "status"), [("operator", 403), ("approver", 403), ("admin", 200)])
+def test_agents_are_for_admins(people: dict, role: str, status: int) -> None:
+    profile = AgentProfile.objects.create(name="helper", system_prompt="Be brief.")
+    client = client_for(people[role])
+    assert client.get("/agents/").status_code == status
+    assert client.get(f"/agents/{profile.pk}/").status_code == status
+    nav = client.get("/tickets/").content.decode()
+    assert ('href="/agents/"' in nav) is (status == 200)
+
+
+def test_admins_edit_agent_profiles(people: dict) -> None:
+    profile = AgentProfile.objects.create(name="helper", system_prompt="Be brief.")
+    client = client_for(people["admin"])
+    data = {
+        "description": "Short answers",
+        "model": "",
+        "system_prompt": "Be very brief.",
+        "allowed_tools": '["get_order"]',
+        "max_iterations": 5,
+        "risk_overrides": '{"get_order": "medium"}',
+        "approval_policies": "{}",
+        "context_budget_tokens": 8000,
+    }
+    assert client.post(f"/agents/{profile.pk}/", data).status_code == 302
+    profile.refresh_from_db()
+    assert profile.allowed_tools == ["get_order"] and profile.max_iterations == 5
+    bad = {**data, "risk_overrides": '{"get_order": "extreme"}'}
+    assert client.post(f"/agents/{profile.pk}/", bad).status_code == 200
