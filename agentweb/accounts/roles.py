@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, Group, Permission
+from django.contrib.auth.models import AnonymousUser, Group, Permission, User
 
 from agentweb.accounts.models import ROLE_ADMIN, ROLE_APPROVER, ROLE_OPERATOR
 
@@ -40,5 +40,5 @@ def ensure_roles() -> dict[str, Group]:
     return groups
 
 
-def can_decide(user: AbstractBaseUser | AnonymousUser) -> bool:
+def can_decide(user: User | AnonymousUser) -> bool:
     return bool(user.is_authenticated and user.has_perm("runs.decide_approval"))

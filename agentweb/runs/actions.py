@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -78,7 +78,7 @@ def append_events(
     return rows
 
 
-def audit(action: str, *, actor: AbstractBaseUser | None, run: Run | None, **data: Any) -> None:
+def audit(action: str, *, actor: User | None, run: Run | None, **data: Any) -> None:
     AuditEntry.objects.create(action=action, actor=actor, run=run, data=data)
 
 
@@ -87,7 +87,7 @@ def audit(action: str, *, actor: AbstractBaseUser | None, run: Run | None, **dat
 
 def do_create_run(
     *,
-    user: AbstractBaseUser,
+    user: User,
     task: str,
     agent_name: str | None = None,
     ticket_id: int | None = None,
@@ -133,7 +133,7 @@ def _enqueue_on_commit(run_id: int) -> None:
     transaction.on_commit(lambda: run_agent.delay(run_id))
 
 
-def do_request_cancel(run: Run, user: AbstractBaseUser) -> Run:
+def do_request_cancel(run: Run, user: User) -> Run:
     """Cancel a run: a waiting or queued one at once, a running one at its next step."""
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
@@ -165,7 +165,7 @@ def finish_cancelled(run: Run, *, by: str = "") -> None:
 # --- approvals ------------------------------------------------------------------------
 
 
-def may_decide(user: AbstractBaseUser, approval: Approval) -> tuple[bool, str]:
+def may_decide(user: User, approval: Approval) -> tuple[bool, str]:
     if not user.has_perm("runs.decide_approval"):
         return False, "only approvers and admins decide tool calls"
     if approval.run.created_by_id == user.pk:
@@ -176,7 +176,7 @@ def may_decide(user: AbstractBaseUser, approval: Approval) -> tuple[bool, str]:
 def do_decide_approval(
     *,
     approval_id: int,
-    user: AbstractBaseUser,
+    user: User,
     decision: str,
     comment: str = "",
     arguments: dict[str, Any] | None = None,
@@ -274,6 +274,8 @@ def validate_tool_arguments(tool_name: str, arguments: dict[str, Any]) -> dict[s
     from agentweb.runs.agents import registry
 
     tool = registry().get(tool_name)
+    if tool is None:
+        raise InvalidArguments(f"tool {tool_name!r} is not loaded in this installation")
     try:
         return dict(tool.validate(arguments))
     except Exception as exc:

@@ -7,12 +7,12 @@ from agentweb.runs.models import AgentProfile, Approval, AuditEntry, Run, RunEve
 
 
 @admin.register(AgentProfile)
-class AgentProfileAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class AgentProfileAdmin(admin.ModelAdmin):
     list_display = ("name", "model", "max_iterations", "updated_at")
     search_fields = ("name", "description")
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
+class ReadOnlyAdmin(admin.ModelAdmin):
     """Records are written by the actions only; the admin shows them."""
 
     def has_add_permission(self, request: HttpRequest) -> bool:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
@@ -32,7 +32,7 @@ def error(status: int, code: str, message: str, details: Any = None) -> JsonResp
     return JsonResponse({"error": body}, status=status)
 
 
-def _token_user(request: HttpRequest) -> AbstractBaseUser | None:
+def _token_user(request: HttpRequest) -> User | None:
     header = request.headers.get("Authorization", "")
     scheme, _, raw = header.partition(" ")
     if scheme.lower() != "bearer" or not raw.strip():
@@ -76,6 +76,12 @@ def api_view(methods: tuple[str, ...]) -> Callable[[View], View]:
         return wrapper
 
     return decorate
+
+
+def _user(request: HttpRequest) -> User:
+    """The authenticated user (``api_view`` has refused anonymous requests)."""
+    assert isinstance(request.user, User)
+    return request.user
 
 
 def _body(request: HttpRequest) -> dict[str, Any]:
@@ -154,7 +160,7 @@ def runs(request: HttpRequest) -> HttpResponse:
         if not task.strip() and ticket is None:
             raise actions.ActionError("task must not be empty")
         run = actions.do_create_run(
-            user=request.user, task=task, agent_name=agent, ticket_id=ticket
+            user=_user(request), task=task, agent_name=agent, ticket_id=ticket
         )
         run = Run.objects.select_related("agent", "created_by").get(pk=run.pk)
         return JsonResponse(run_json(run), status=201)
@@ -191,7 +197,7 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _get_run(request.user, run_id)
     if not (request.user.has_perm("runs.cancel_run") or run.created_by_id == request.user.pk):
         raise actions.NotAllowed("you may not cancel this run")
-    run = actions.do_request_cancel(run, request.user)
+    run = actions.do_request_cancel(run, _user(request))
     return JsonResponse(run_json(Run.objects.select_related("agent", "created_by").get(pk=run.pk)))
 
 
@@ -220,7 +226,7 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
         raise actions.ActionError("comment must be a string")
     approval = actions.do_decide_approval(
         approval_id=approval_id,
-        user=request.user,
+        user=_user(request),
         decision=str(data.get("decision", "")),
         comment=comment,
         arguments=arguments,

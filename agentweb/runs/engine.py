@@ -150,10 +150,8 @@ def _risk(run: Run, tool_name: str) -> str:
     override = (run.agent.risk_overrides or {}).get(tool_name)
     if override:
         return str(override)
-    try:
-        return str(registry().get(tool_name).risk)
-    except KeyError:
-        return "low"
+    tool = registry().get(tool_name)
+    return str(tool.risk) if tool is not None else "high"  # unknown: treat as risky
 
 
 def _decisions_for(run: Run, state: LoopState, agent: Agent) -> list[Decision]:
