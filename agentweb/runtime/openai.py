@@ -186,6 +186,8 @@ class OpenAIChatModel:
             if chunk.get("model"):
                 model = str(chunk["model"])
             for choice in chunk.get("choices") or ():
+                if choice.get("index") not in (0, None):
+                    continue  # only the first choice is the reply
                 delta = choice.get("delta") or choice.get("message") or {}
                 for key in _REASONING_KEYS:
                     if delta.get(key):
