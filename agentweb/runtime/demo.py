@@ -698,6 +698,12 @@ def _plan_damaged(c: _Conversation) -> _Plan:
     )
     if plan:
         return plan
+    if "issue_refund" in c.unavailable:
+        return _finish(
+            c,
+            f"The {item['name']} on order {oid} arrived damaged; our policy refunds it "
+            f"({amount}) without a return. I can't make changes with the tools I have.",
+        )
     refund = c.ok("issue_refund")
     if refund is not None:
         plan = _reply(
@@ -779,6 +785,12 @@ def _plan_policy_refund(c: _Conversation) -> _Plan:
     )
     if plan:
         return plan
+    if "issue_refund" in c.unavailable:
+        return _finish(
+            c,
+            f"{oid} (delivered {delivered}) is outside the return policy; a full refund of "
+            f"{full} would need an approver's exception.",
+        )
     refund = c.ok("issue_refund")
     if refund is not None:
         plan = _reply(
@@ -873,6 +885,8 @@ def _plan_cancel(c: _Conversation) -> _Plan:
         )
         if plan:
             return plan
+        if "cancel_order" in c.unavailable:
+            return _finish(c, f"{oid} is {status} and can still be cancelled.")
         done = c.ok("cancel_order")
         if done is not None:
             refunded = _dec(done.get("refunded"))
@@ -957,6 +971,8 @@ def _plan_address(c: _Conversation) -> _Plan:
         )
         if plan:
             return plan
+        if "update_shipping_address" in c.unavailable:
+            return _finish(c, f"{oid} has not shipped; it can still go to {address}.")
         changed = c.ok("update_shipping_address")
         if changed is not None:
             plan = _reply(
@@ -1102,6 +1118,8 @@ def _plan_duplicate(c: _Conversation) -> _Plan:
         )
         if plan:
             return plan
+        if "issue_refund" in c.unavailable:
+            return _finish(c, f"{oid} was charged twice; the duplicate {due} should be refunded.")
         refund = c.ok("issue_refund")
         if refund is not None:
             plan = _reply(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -22,6 +24,25 @@ from agentweb.shop.models import (
 )
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_pool_connections(django_db_setup: None) -> Iterator[None]:
+    """Tools keep a DB connection per pool thread; close them so the test DB can be dropped."""
+    yield
+    from django.db import connection
+
+    from agentweb.runtime.execution import POOL_SIZE, shared_pool
+
+    barrier = threading.Barrier(POOL_SIZE, timeout=10)
+
+    def close() -> None:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            barrier.wait()  # one task per thread: all threads are busy at once
+        connection.close()
+
+    for future in [shared_pool().submit(close) for _ in range(POOL_SIZE)]:
+        future.result()
 
 
 @pytest.fixture(scope="session")

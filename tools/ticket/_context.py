@@ -2,7 +2,30 @@
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
+
+from django.db import connection
+
 from agentweb.runtime.tools import ToolContext
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def fresh_db(fn: Callable[P, R]) -> Callable[P, R]:
+    """Start each tool call like a request: drop this thread's DB connection first when it
+    is broken or older than CONN_MAX_AGE, and arm the health check. Tools run in the
+    runtime's long-lived pool threads, which keep their connection between calls."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        if not connection.in_atomic_block:
+            connection.close_if_unusable_or_obsolete()
+        return fn(*args, **kwargs)
+
+    return wrapper
 
 
 def idempotency_key(ctx: ToolContext | None) -> str | None:

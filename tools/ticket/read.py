@@ -25,6 +25,8 @@ from agentweb.shop.models import (
     kb_search_vector,
 )
 
+from ._context import fresh_db
+
 KB_RESULTS = 5
 KB_BODY_CHARS = 1200
 
@@ -86,6 +88,7 @@ def describe_order(order: Order) -> dict[str, Any]:
 
 
 @tool(risk="low")
+@fresh_db
 def get_order(order_id: str) -> dict[str, Any]:
     """Look up an order: status, items, amounts captured and refunded, address, shipments.
 
@@ -96,6 +99,7 @@ def get_order(order_id: str) -> dict[str, Any]:
 
 
 @tool(risk="low")
+@fresh_db
 def track_shipment(tracking_number: str) -> dict[str, Any]:
     """Track a parcel: carrier status, delivery estimate and the carrier's scan events.
 
@@ -133,6 +137,7 @@ def track_shipment(tracking_number: str) -> dict[str, Any]:
 
 
 @tool(risk="low")
+@fresh_db
 def get_customer(customer_id: str) -> dict[str, Any]:
     """Look up a customer: contact details, tier, default address and recent orders.
 
@@ -164,6 +169,7 @@ def get_customer(customer_id: str) -> dict[str, Any]:
 
 
 @tool(risk="low")
+@fresh_db
 def get_customer_notes(customer_id: str) -> dict[str, Any]:
     """Read the support team's notes about a customer, oldest first.
 
@@ -181,6 +187,7 @@ def get_customer_notes(customer_id: str) -> dict[str, Any]:
 
 
 @tool(risk="low")
+@fresh_db
 def check_inventory(sku: str) -> dict[str, Any]:
     """Check stock of a product: units on hand, available, and the next restock date.
 
@@ -223,6 +230,7 @@ def _search_terms(query: str) -> list[str]:
 
 
 @tool(risk="low")
+@fresh_db
 def search_kb(query: str) -> dict[str, Any]:
     """Search the knowledge base (policies, how-tos) and return the best matching articles.
 

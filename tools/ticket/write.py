@@ -9,7 +9,7 @@ from typing import Any
 from agentweb.runtime.tools import ToolContext, tool
 from agentweb.shop import actions
 
-from ._context import author, idempotency_key
+from ._context import author, fresh_db, idempotency_key
 
 #: Refunds below this amount are small goodwill gestures and go through without approval;
 #: from this amount up (and whenever the amount is not a clean number) a human approves.
@@ -28,6 +28,7 @@ def refund_needs_approval(arguments: dict[str, Any]) -> bool:
 
 
 @tool(risk="high", approval=refund_needs_approval)
+@fresh_db
 def issue_refund(
     order_id: str, amount: float, reason: str, *, ctx: ToolContext | None = None
 ) -> dict[str, Any]:
@@ -45,6 +46,7 @@ def issue_refund(
 
 
 @tool(risk="high")
+@fresh_db
 def cancel_order(order_id: str, reason: str, *, ctx: ToolContext | None = None) -> dict[str, Any]:
     """Cancel an order that has not shipped yet; the captured payment is refunded in full.
 
@@ -56,6 +58,7 @@ def cancel_order(order_id: str, reason: str, *, ctx: ToolContext | None = None) 
 
 
 @tool(risk="high")
+@fresh_db
 def update_shipping_address(
     order_id: str, address: str, *, ctx: ToolContext | None = None
 ) -> dict[str, Any]:
@@ -69,6 +72,7 @@ def update_shipping_address(
 
 
 @tool(risk="high")
+@fresh_db
 def send_customer_reply(
     customer_id: str, message: str, *, ctx: ToolContext | None = None
 ) -> dict[str, Any]:
@@ -86,6 +90,7 @@ def send_customer_reply(
 
 
 @tool(risk="medium")
+@fresh_db
 def add_customer_note(
     customer_id: str, note: str, *, ctx: ToolContext | None = None
 ) -> dict[str, Any]:
@@ -101,6 +106,7 @@ def add_customer_note(
 
 
 @tool(risk="medium")
+@fresh_db
 def escalate_to_carrier(
     tracking_number: str, reason: str, *, ctx: ToolContext | None = None
 ) -> dict[str, Any]:
