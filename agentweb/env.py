@@ -131,3 +131,19 @@ def redis_urls(url: str) -> tuple[str, str]:
         query = f"?{parts.query}" if parts.query else ""
         return f"redis+socket://{path}{query}", f"unix://{path}{query}"
     return url, url
+
+
+def parse_prices(value: str, name: str = "AGENTWEB_PRICES") -> dict[str, tuple[float, float]]:
+    """``"model=in/out,..."`` in US dollars per million tokens."""
+    prices: dict[str, tuple[float, float]] = {}
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        model, _, pair = item.partition("=")
+        rate_in, _, rate_out = pair.partition("/")
+        try:
+            prices[model.strip()] = (float(rate_in), float(rate_out))
+        except ValueError:
+            raise ImproperlyConfigured(
+                f"{name} entries look like 'model=0.5/1.5' (input/output $ per 1M tokens), "
+                f"got {item!r}"
+            ) from None
+    return prices

@@ -14,6 +14,7 @@ from agentweb.env import (
     env_list,
     env_str,
     model_spec,
+    parse_prices,
     redis_urls,
 )
 
@@ -130,6 +131,7 @@ AGENTWEB_STREAM = env_bool("AGENTWEB_STREAM", True)
 AGENTWEB_TOOLS = env_list("AGENTWEB_TOOLS", ["tools.ticket"])
 if not AGENTWEB_TOOLS:
     raise ImproperlyConfigured("AGENTWEB_TOOLS must name at least one module")
+AGENTWEB_PRICES = parse_prices(env_str("AGENTWEB_PRICES"))
 AGENTWEB_LEASE_SECONDS = env_int("AGENTWEB_LEASE_SECONDS", 30, minimum=2)
 AGENTWEB_APPROVAL_TTL_HOURS = env_int("AGENTWEB_APPROVAL_TTL_HOURS", 24, minimum=1)
 for _name in ("OPENAI", "ANTHROPIC"):

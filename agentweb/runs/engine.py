@@ -29,6 +29,7 @@ from agentweb.runs import actions, publish
 from agentweb.runs.agents import build_agent, registry
 from agentweb.runs.journal import DbJournal
 from agentweb.runs.models import Approval, Run, ToolExecution, arguments_hash
+from agentweb.runs.pricing import cost_usd
 from agentweb.runtime.loop import (
     Agent,
     Cancelled,
@@ -208,6 +209,12 @@ def _persist(
 ) -> str:
     """Store one step: events, loop state, usage and the outcome, if ours still."""
     events = list(events)
+    for event in events:
+        if event["type"] == "model_called":
+            data = event["data"]
+            data["cost_usd"] = cost_usd(
+                str(data.get("model") or run.model), data.get("tokens") or {}
+            )
     with transaction.atomic():
         locked = (
             Run.objects.select_for_update()

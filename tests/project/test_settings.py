@@ -62,6 +62,7 @@ def start(overrides: dict[str, str | None], *args: str) -> subprocess.CompletedP
         ({"AGENTWEB_STREAM": "sometimes"}, "AGENTWEB_STREAM"),
         ({"AGENTWEB_TOOLS": " , "}, "AGENTWEB_TOOLS"),
         ({"AGENTWEB_LEASE_SECONDS": "soon"}, "AGENTWEB_LEASE_SECONDS"),
+        ({"AGENTWEB_PRICES": "gpt=cheap"}, "AGENTWEB_PRICES"),
         ({"OPENAI_BASE_URL": "localhost:8080/v1"}, "OPENAI_BASE_URL"),
         ({"CSRF_TRUSTED_ORIGINS": "example.com"}, "CSRF_TRUSTED_ORIGINS"),
         ({"DEBUG": "0", "SECRET_KEY": None, "ALLOWED_HOSTS": "x"}, "SECRET_KEY"),
