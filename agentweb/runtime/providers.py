@@ -118,6 +118,8 @@ class Provider:
             except _RETRY_EXCEPTIONS as exc:
                 attempt = self._retry_or_raise(attempt, exc, None)
                 continue
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:
+                raise ModelError(f"{self.name}: request failed: {exc!r}") from exc
             if resp.status_code < 300:
                 try:
                     data = resp.json()
@@ -181,6 +183,8 @@ class Provider:
                 if started:
                     raise ModelHTTPError(self.name, None, f"stream broke: {exc}") from exc
                 attempt = self._retry_or_raise(attempt, exc, None)
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:
+                raise ModelError(f"{self.name}: request failed: {exc!r}") from exc
 
     # -- helpers ------------------------------------------------------------------------------
 

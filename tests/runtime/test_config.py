@@ -61,3 +61,13 @@ def test_demo_maps_to_the_demo_model():
     pytest.importorskip("agentweb.runtime.demo")
     model = model_from_config("demo", {})
     assert type(model).__name__ == "DemoModel" and model.scripted is True
+
+
+def test_an_unusable_url_is_a_model_error_not_a_crash():
+    from agentweb.runtime.gateway import ModelError
+    from agentweb.runtime.messages import UserMessage
+    from agentweb.runtime.providers import Provider
+
+    model = OpenAIChatModel("m", Provider(name="openai", base_url="http://127.0.0.1:1/v1\x00x"))
+    with pytest.raises(ModelError, match="openai"):
+        model.complete([UserMessage(content="x")], [])
