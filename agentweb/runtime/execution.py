@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import json
+import os
 import threading
 import time
 from collections.abc import Sequence
@@ -27,12 +28,14 @@ POOL_SIZE = 32
 
 def shared_pool() -> ThreadPoolExecutor:
     """The process-wide pool tools run in (created once; tools may hold DB connections
-    per thread, so threads are reused rather than created per step)."""
+    per thread, so threads are reused rather than created per step). Its size is
+    ``AGENTWEB_TOOL_THREADS`` (default 32)."""
     global _POOL
     if _POOL is None:
         with _POOL_LOCK:
             if _POOL is None:
-                _POOL = ThreadPoolExecutor(POOL_SIZE, thread_name_prefix="agentweb-tool")
+                size = int(os.environ.get("AGENTWEB_TOOL_THREADS") or POOL_SIZE)
+                _POOL = ThreadPoolExecutor(max(1, size), thread_name_prefix="agentweb-tool")
                 atexit.register(_POOL.shutdown, wait=False, cancel_futures=True)
     return _POOL
 

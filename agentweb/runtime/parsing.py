@@ -234,6 +234,7 @@ _ACTION_INPUT = re.compile(
     re.M | re.S | re.I,
 )
 _FINAL_ANSWER = re.compile(r"^\s*Final\s*Answer\s*:\s*(.*)\Z", re.M | re.S | re.I)
+_CALL_PREFIXES = ("[TOOL_CALLS]", "<|python_tag|>", "functools")
 _NAME_KEYS = ("name", "tool", "tool_name", "function", "action")
 _ARGS_KEYS = ("arguments", "args", "parameters", "input", "tool_input", "action_input")
 
@@ -296,11 +297,12 @@ def _tagged_calls(text: str, tool_params: Mapping[str, Collection[str]]) -> Text
 
 def _json_calls(text: str, tool_params: Mapping[str, Collection[str]]) -> TextCalls | None:
     stripped = text.strip()
-    if stripped.startswith("[TOOL_CALLS]"):
-        stripped = stripped[len("[TOOL_CALLS]") :].strip()
-        found = _calls_from_obj(_loads_or_repair(stripped), tool_params, require_known=False)
-        if found:
-            return TextCalls("", found, "json")
+    for prefix in _CALL_PREFIXES:  # Mistral, Llama 3.x, Phi markers: explicit call syntax
+        if stripped.startswith(prefix):
+            body = stripped[len(prefix) :].strip()
+            found = _calls_from_obj(_loads_or_repair(body), tool_params, require_known=False)
+            if found:
+                return TextCalls("", found, "json")
     if stripped[:1] in "{[":
         found = _calls_from_obj(_loads_or_repair(stripped), tool_params, require_known=True)
         if found:

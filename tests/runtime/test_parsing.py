@@ -96,6 +96,8 @@ def test_it_finds_other_call_shapes():
         '[{"type": "function", "function": {"name": "get_order", '
         '"arguments": "{\\"order_id\\": \\"A7\\"}"}}]',
         '[TOOL_CALLS] [{"name": "get_order", "arguments": {"order_id": "A7"}}]',
+        '<|python_tag|>{"name": "get_order", "parameters": {"order_id": "A7"}}',
+        'functools[{"name": "get_order", "arguments": {"order_id": "A7"}}]',
     ]
     for text in forms:
         out = parse_text_calls(text, TOOLS)
