@@ -13,7 +13,6 @@ import hashlib
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
@@ -793,7 +792,6 @@ class RunIterator(Iterator[Event]):
     ) -> None:
         self.state = state
         self._gen = self._drive(agent, cancel, on_delta, tool_context)
-        self.started_at = time.perf_counter()
 
     @property
     def outcome(self) -> Outcome | None:
