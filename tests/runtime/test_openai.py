@@ -334,12 +334,12 @@ def test_streams_are_retried_before_the_first_event(fake_llm, openai_model):
 
 
 def test_a_stalled_server_times_out(fake_llm, openai_model):
-    fake_llm.enqueue(Reply(json=oa_reply("late"), delay=1.0))
+    fake_llm.enqueue(Reply(json=oa_reply("late"), delay=3.0))
     t0 = time.perf_counter()
     with pytest.raises(ModelTimeout):
         openai_model.complete(MSGS, [], timeout=0.2)
-    assert time.perf_counter() - t0 < 0.9
-    fake_llm.enqueue(Reply(sse=oa_text_chunks("slow"), stall_after=2, stall=1.0))
+    assert time.perf_counter() - t0 < 2.0
+    fake_llm.enqueue(Reply(sse=oa_text_chunks("slow"), stall_after=2, stall=3.0))
     with pytest.raises(ModelTimeout):
         openai_model.stream(MSGS, [], timeout=0.2)
 
