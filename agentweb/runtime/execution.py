@@ -4,39 +4,87 @@ into results, and results cut for the model while the full value is kept for the
 from __future__ import annotations
 
 import asyncio
-import atexit
 import json
 import os
+import queue
 import threading
 import time
-from collections.abc import Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from .tools import Tool, ToolContext
 
-__all__ = ["ToolResult", "format_for_model", "run_tools", "shared_pool", "to_jsonable"]
+__all__ = [
+    "ToolPool",
+    "ToolResult",
+    "format_for_model",
+    "run_tools",
+    "shared_pool",
+    "to_jsonable",
+]
 
-_POOL: ThreadPoolExecutor | None = None
-_POOL_LOCK = threading.Lock()
+T = TypeVar("T")
+
 POOL_SIZE = 32
 
 
-def shared_pool() -> ThreadPoolExecutor:
-    """The process-wide pool tools run in (created once; tools may hold DB connections
-    per thread, so threads are reused rather than created per step). Its size is
+class ToolPool:
+    """A long-lived pool of daemon threads. Unlike ``ThreadPoolExecutor`` a hung tool
+    does not hold up interpreter exit (a worker can always shut down); threads start on
+    demand up to ``max_workers`` and are then reused (tools may keep a DB connection
+    per thread)."""
+
+    def __init__(self, max_workers: int = POOL_SIZE, name: str = "agentweb-tool") -> None:
+        self.max_workers = max(1, max_workers)
+        self._name = name
+        self._queue: queue.SimpleQueue[tuple[Future[Any], Callable[[], Any]]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0
+
+    def submit(self, fn: Callable[[], T]) -> Future[T]:
+        fut: Future[T] = Future()
+        with self._lock:
+            if self._idle:  # an idle thread will take it
+                self._idle -= 1
+            elif self._threads < self.max_workers:
+                self._threads += 1
+                name = f"{self._name}-{self._threads}"
+                threading.Thread(target=self._work, name=name, daemon=True).start()
+        self._queue.put((fut, fn))
+        return fut
+
+    def _work(self) -> None:
+        while True:
+            fut, fn = self._queue.get()
+            if fut.set_running_or_notify_cancel():
+                try:
+                    fut.set_result(fn())
+                except BaseException as exc:
+                    fut.set_exception(exc)
+            del fut, fn
+            with self._lock:
+                self._idle += 1
+
+
+_POOL: ToolPool | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def shared_pool() -> ToolPool:
+    """The process-wide pool tools run in, created once and sized by
     ``AGENTWEB_TOOL_THREADS`` (default 32)."""
     global _POOL
     if _POOL is None:
         with _POOL_LOCK:
             if _POOL is None:
-                size = int(os.environ.get("AGENTWEB_TOOL_THREADS") or POOL_SIZE)
-                _POOL = ThreadPoolExecutor(max(1, size), thread_name_prefix="agentweb-tool")
-                atexit.register(_POOL.shutdown, wait=False, cancel_futures=True)
+                _POOL = ToolPool(int(os.environ.get("AGENTWEB_TOOL_THREADS") or POOL_SIZE))
     return _POOL
 
 
@@ -73,7 +121,7 @@ def run_tools(invocations: Sequence[Invocation]) -> list[ToolResult]:
     """Run ``invocations`` concurrently in the shared pool; results in the order given."""
     pool = shared_pool()
     started = time.perf_counter()
-    futures: list[Future[ToolResult]] = [pool.submit(_invoke, inv) for inv in invocations]
+    futures = [pool.submit(partial(_invoke, inv)) for inv in invocations]
     results: list[ToolResult] = []
     for inv, fut in zip(invocations, futures, strict=True):
         remaining = max(0.0, inv.timeout - (time.perf_counter() - started))

@@ -670,3 +670,18 @@ def test_approving_unreadable_arguments_without_corrections_does_not_run_the_too
     assert CALLS == [] and outcome == Finished("ok", "model")
     msg = model.requests[1].messages[-1]
     assert msg.is_error and "could not be read" in msg.content
+
+
+def test_the_tool_pool_reuses_its_threads():
+    from agentweb.runtime.execution import ToolPool
+
+    pool = ToolPool(max_workers=2)
+    names = [pool.submit(lambda: threading.current_thread().name).result(2) for _ in range(20)]
+    assert len(set(names)) <= 2
+    gate = threading.Barrier(2, timeout=5)
+    futs = [pool.submit(gate.wait) for _ in range(2)]  # both run at once
+    assert sorted(f.result(5) for f in futs) == [0, 1]
+    assert all(t.daemon for t in threading.enumerate() if t.name.startswith("agentweb-tool"))
+    boom = pool.submit(lambda: 1 / 0)
+    with pytest.raises(ZeroDivisionError):
+        boom.result(2)
