@@ -174,6 +174,10 @@ class ContextMessage:
     role: str
     text: str
 
+    @property
+    def kind(self) -> str:
+        return self.role.split()[0] if self.role else "message"
+
 
 def replay_context(task: str, steps: list[Step]) -> list[ContextMessage]:
     """Rebuild the conversation from stored events and set each step's ``ctx``: the number

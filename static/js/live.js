@@ -9,9 +9,22 @@
   "use strict";
 
   var conn = null;
+  var banner = null;
+  var bannerTimer = null;
   function setConn(state) {
     conn = conn || document.getElementById("conn");
+    banner = banner || document.getElementById("conn-banner");
     if (conn) conn.dataset.state = state;
+    if (!banner) return;
+    clearTimeout(bannerTimer);
+    if (state === "offline" || state === "retrying") {
+      // A brief blip is not worth a banner; a real outage is.
+      bannerTimer = setTimeout(function () {
+        banner.hidden = false;
+      }, state === "offline" ? 0 : 1500);
+    } else if (state !== "connecting") {
+      banner.hidden = true;
+    }
   }
 
   function csrfToken() {

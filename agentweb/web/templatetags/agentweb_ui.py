@@ -109,3 +109,13 @@ def total_tokens(usage: Any) -> int:
         return int(usage.get("input_tokens") or 0) + int(usage.get("output_tokens") or 0)
     except (TypeError, ValueError):
         return 0
+
+
+@register.filter
+def oneline(value: Any) -> str:
+    """A compact one-line preview of a JSON value."""
+    if isinstance(value, str):
+        return " ".join(value.split())
+    import json
+
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
