@@ -125,7 +125,8 @@ def test_offline_and_back_shows_every_step_once_in_order(login: Any, demo: dict)
 
     operator.context.set_offline(True)
     page.wait_for_function(
-        "['offline', 'retrying', 'connecting'].includes(document.getElementById('conn').dataset.state)",
+        "['offline', 'retrying', 'connecting']"
+        ".includes(document.getElementById('conn').dataset.state)",
         timeout=10_000,
     )
     assert approve_until_done(run_id, demo["approver"]).status == "succeeded"
