@@ -1,0 +1,44 @@
+"""`make bench`: every benchmark in turn, each a script of its own; a summary at the end.
+
+Runs under `python -m agentweb.devstack exec`, so DATABASE_URL / REDIS_URL are set.
+Figures are medians and percentiles measured here; there are no timed assertions.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+BENCHES = [
+    ("runtime vs bare httpx loop", "bench_runtime.py", []),
+    ("whole stack (API → Celery → model → events)", "bench_stack.py", []),
+    ("live WebSocket delivery", "bench_live.py", []),
+    ("tool selection recall", "bench_selection.py", []),
+]
+
+
+def main() -> int:
+    failures = []
+    for title, script, args in BENCHES:
+        path = HERE / script
+        if not path.exists():
+            print(f"\n== {title}: {script} is not there, skipped")
+            continue
+        print(f"\n== {title} ({script})", flush=True)
+        started = time.monotonic()
+        code = subprocess.call([sys.executable, str(path), *args], cwd=ROOT)
+        print(f"-- {script}: exit {code} after {time.monotonic() - started:.0f}s", flush=True)
+        if code:
+            failures.append(script)
+    if failures:
+        print(f"\nbenchmarks that failed or missed their bar: {', '.join(failures)}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
