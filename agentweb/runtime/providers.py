@@ -59,6 +59,7 @@ class Provider:
     client: httpx.Client | None = None
     _dropped: set[str] = field(default_factory=set, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    _timeouts: dict[float, httpx.Timeout] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.base_url = self.base_url.rstrip("/")
@@ -81,7 +82,11 @@ class Provider:
 
     def _timeout(self, timeout: float | None) -> httpx.Timeout:
         read = self.read_timeout if timeout is None else timeout
-        return httpx.Timeout(connect=self.connect_timeout, read=read, write=read, pool=read)
+        cached = self._timeouts.get(read)
+        if cached is None:
+            cached = httpx.Timeout(connect=self.connect_timeout, read=read, write=read, pool=read)
+            self._timeouts[read] = cached
+        return cached
 
     @property
     def dropped_params(self) -> frozenset[str]:
