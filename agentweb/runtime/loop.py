@@ -398,7 +398,10 @@ class Agent:
         try:
             if self.config.stream:
                 return self.model.stream(
-                    messages, specs, on_delta=on_delta, timeout=self.config.model_timeout
+                    messages,
+                    specs,
+                    on_delta=_safe_delta(on_delta),
+                    timeout=self.config.model_timeout,
                 )
             return self.model.complete(messages, specs, timeout=self.config.model_timeout)
         except ModelError as exc:
@@ -435,7 +438,11 @@ class Agent:
             )
             return None
         if self.validator is not None:
-            objection = self.validator(answer, state)
+            try:
+                objection = self.validator(answer, state)
+            except Exception as exc:
+                log.exception("validator failed")
+                return self._fail(state, f"validator error: {type(exc).__name__}: {exc}", events)
             if objection:
                 state.messages.append(UserMessage(content=objection))
                 return None
@@ -768,6 +775,25 @@ _REPEAT_REMINDER = (
     "result is above. Do not repeat the same call: use that result, change the arguments, "
     "or give your final answer."
 )
+
+
+def _safe_delta(on_delta: Callable[[str], None] | None) -> Callable[[str], None] | None:
+    """Text previews must not break a run: a failing ``on_delta`` is logged and dropped."""
+    if on_delta is None:
+        return None
+    broken = False
+
+    def deliver(text: str) -> None:
+        nonlocal broken
+        if broken:
+            return
+        try:
+            on_delta(text)
+        except Exception:
+            broken = True
+            log.exception("on_delta failed; no more previews for this model call")
+
+    return deliver
 
 
 def _str_or_none(value: Any) -> str | None:

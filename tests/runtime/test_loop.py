@@ -685,3 +685,24 @@ def test_the_tool_pool_reuses_its_threads():
     boom = pool.submit(lambda: 1 / 0)
     with pytest.raises(ZeroDivisionError):
         boom.result(2)
+
+
+def test_a_failing_preview_callback_does_not_break_the_run():
+    def on_delta(text):
+        raise ConnectionError("redis down")
+
+    model = ScriptedModel(["A fairly long streamed answer."])
+    agent = make(model, stream=True)
+    _, outcome = drive(agent, agent.start("x"), on_delta=on_delta)
+    assert outcome == Finished("A fairly long streamed answer.", "model")
+
+
+def test_a_crashing_validator_fails_the_run_clearly():
+    def validator(answer, state):
+        raise LookupError("ledger unavailable")
+
+    model = ScriptedModel(["Done."])
+    agent = Agent(model, REGISTRY, AgentConfig(system_prompt=""), validator=validator)
+    events, outcome = drive(agent, agent.start("x"))
+    assert outcome == Failed("validator error: LookupError: ledger unavailable")
+    assert types(events)[-1] == "run_failed"
