@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import re
 import threading
@@ -67,9 +68,8 @@ def allowed_tools(profile: AgentProfile) -> list[str]:
     return [name for name in profile.allowed_tools if name in names]
 
 
-def approval_policy(profile: AgentProfile, tool_name: str) -> Any:
-    """The profile's policy for one tool as a predicate over arguments, or None (default)."""
-    rule = (profile.approval_policies or {}).get(tool_name)
+def _policy_predicate(rule: Any) -> Any:
+    """A profile's approval rule for one tool as a predicate over the arguments."""
     if rule is None or rule == "default":
         return None
     if rule == "always":
@@ -89,6 +89,32 @@ def approval_policy(profile: AgentProfile, tool_name: str) -> Any:
     return lambda args: True  # an unreadable policy fails closed
 
 
+@functools.lru_cache(maxsize=64)
+def _profile_tools(profile_id: int, version: str, policies: str) -> ToolRegistry:
+    """The registry with the profile's approval policies applied (cached per profile
+    version). Tools are shallow copies: schemas are built once, at registration."""
+    import json
+
+    rules = json.loads(policies)
+    tools = []
+    for tool in registry():
+        predicate = _policy_predicate(rules.get(tool.name))
+        if predicate is not None:
+            tool = copy.copy(tool)
+            tool.approval = predicate
+        tools.append(tool)
+    return ToolRegistry(tools)
+
+
+def profile_tools(profile: AgentProfile) -> ToolRegistry:
+    import json
+
+    if not profile.approval_policies:
+        return registry()
+    policies = json.dumps(profile.approval_policies, sort_keys=True)
+    return _profile_tools(profile.pk, profile.updated_at.isoformat(), policies)
+
+
 def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
     profile = run.agent
     config = AgentConfig(
@@ -105,7 +131,7 @@ def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
         validator = validator_for_ticket(run.ticket_id)
     return Agent(
         model=model_for(run.model or settings.AGENTWEB_MODEL),
-        tools=registry(),
+        tools=profile_tools(profile),
         config=config,
         validator=validator,
         journal=journal,

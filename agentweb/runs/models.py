@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 
@@ -43,6 +44,33 @@ class AgentProfile(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        errors: dict[str, str] = {}
+        if not isinstance(self.allowed_tools, list) or not all(
+            isinstance(name, str) for name in self.allowed_tools
+        ):
+            errors["allowed_tools"] = 'a list of tool names, e.g. ["get_order", "search_kb"]'
+        if not isinstance(self.risk_overrides, dict) or not all(
+            value in ("low", "medium", "high") for value in self.risk_overrides.values()
+        ):
+            errors["risk_overrides"] = 'an object of tool: "low" | "medium" | "high"'
+        policies = self.approval_policies
+        if not isinstance(policies, dict) or not all(
+            rule in ("always", "never", "default")
+            or (
+                isinstance(rule, dict)
+                and set(rule) == {"argument", "at_least"}
+                and isinstance(rule["at_least"], int | float)
+            )
+            for rule in policies.values()
+        ):
+            errors["approval_policies"] = (
+                'an object of tool: "always" | "never" | "default" | '
+                '{"argument": "amount", "at_least": 20}'
+            )
+        if errors:
+            raise ValidationError(errors)
 
 
 class Run(models.Model):

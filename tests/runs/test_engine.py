@@ -243,3 +243,38 @@ def test_a_stale_lease_is_taken_over(people, scripted, enqueued) -> None:
     assert actions.do_requeue_stale_runs() == [run.pk]
     assert enqueued == [run.pk]
     assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
+
+
+def test_a_profile_policy_can_waive_or_demand_approval(people, scripted, enqueued) -> None:
+    from agentweb.runs.models import AgentProfile
+
+    profile = AgentProfile.objects.get(name="ticket-assistant")
+    profile.approval_policies = {"pay_out": {"argument": "amount", "at_least": 50}}
+    profile.save()
+    scripted.enqueue(call("pay_out", order_id="A1", amount=30), "Paid 30 without asking.")
+    run = start(people)
+    assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
+    assert sample_tools.SIDE_EFFECTS["A1"] == 1
+
+    profile.approval_policies = {"lookup": "always"}
+    profile.save()
+    scripted.enqueue(call("lookup", order_id="A2"))
+    run = start(people)
+    assert engine.execute_run(run.pk) == Run.Status.WAITING_APPROVAL
+    assert Approval.objects.get(run=run).tool == "lookup"
+
+
+def test_profile_settings_are_validated(db) -> None:
+    from django.core.exceptions import ValidationError
+
+    from agentweb.runs.models import AgentProfile
+
+    profile = AgentProfile(
+        name="x",
+        system_prompt="y",
+        risk_overrides={"a": "extreme"},
+        approval_policies={"a": {"argument": "amount"}},
+    )
+    with pytest.raises(ValidationError) as error:
+        profile.full_clean()
+    assert set(error.value.message_dict) == {"risk_overrides", "approval_policies"}
