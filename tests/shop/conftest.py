@@ -32,16 +32,20 @@ def _close_pool_connections(django_db_setup: None) -> Iterator[None]:
     yield
     from django.db import connection
 
-    from agentweb.runtime.execution import POOL_SIZE, shared_pool
+    from agentweb.runtime.execution import shared_pool
 
-    barrier = threading.Barrier(POOL_SIZE, timeout=10)
+    pool = shared_pool()
+    workers = [t for t in threading.enumerate() if t.name.startswith("agentweb-tool")]
+    if not workers:
+        return
+    barrier = threading.Barrier(len(workers), timeout=10)
 
     def close() -> None:
         with contextlib.suppress(threading.BrokenBarrierError):
-            barrier.wait()  # one task per thread: all threads are busy at once
+            barrier.wait()  # one task per thread: every worker is busy at once
         connection.close()
 
-    for future in [shared_pool().submit(close) for _ in range(POOL_SIZE)]:
+    for future in [pool.submit(close) for _ in workers]:
         future.result()
 
 
