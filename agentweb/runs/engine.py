@@ -109,8 +109,41 @@ def execute_run(run_id: int) -> str | None:
     except LeaseLost:
         log.warning("run %s: lease lost to another worker; stopping", run_id)
         return None
+    except Exception as exc:
+        log.exception("run %s: unexpected error", run_id)
+        return _after_crash(run_id, owner, exc)
     finally:
         heartbeat.stopped.set()
+
+
+MAX_ATTEMPTS = 3
+
+
+def _after_crash(run_id: int, owner: str, exc: Exception) -> str | None:
+    """An error outside the runtime's own handling (database, a bug): let the beat job
+    retry from the last stored step soon, and give up with a stated reason after
+    ``MAX_ATTEMPTS`` claims."""
+    with transaction.atomic():
+        run = Run.objects.select_for_update().get(pk=run_id)
+        if run.lease_owner != owner or run.status != Run.Status.RUNNING:
+            return None
+        if run.attempts < MAX_ATTEMPTS:
+            Run.objects.filter(pk=run_id).update(lease_owner="", lease_expires_at=timezone.now())
+            return Run.Status.RUNNING
+        reason = f"internal error after {run.attempts} attempts: {type(exc).__name__}: {exc}"
+        run.status, run.failure_reason = Run.Status.FAILED, reason[:2000]
+        run.finished_at, run.lease_owner, run.lease_expires_at = timezone.now(), "", None
+        run.save(
+            update_fields=[
+                "status",
+                "failure_reason",
+                "finished_at",
+                "lease_owner",
+                "lease_expires_at",
+            ]
+        )
+        actions.append_events(run, [{"type": "run_failed", "data": {"reason": run.failure_reason}}])
+    return Run.Status.FAILED
 
 
 def _drive(run_id: int, owner: str, heartbeat: _Heartbeat) -> str:

@@ -278,3 +278,18 @@ def test_profile_settings_are_validated(db) -> None:
     with pytest.raises(ValidationError) as error:
         profile.full_clean()
     assert set(error.value.message_dict) == {"risk_overrides", "approval_policies"}
+
+
+def test_an_unexpected_error_retries_then_fails_with_the_reason(people, scripted, enqueued) -> None:
+    scripted.enqueue(RuntimeError("database went away"))
+    run = start(people)
+    assert engine.execute_run(run.pk) == Run.Status.RUNNING  # released for a quick retry
+    run.refresh_from_db()
+    assert run.lease_owner == "" and run.lease_expires_at <= timezone.now()
+    assert actions.do_requeue_stale_runs() == [run.pk]
+    scripted.enqueue(RuntimeError("database went away"), RuntimeError("database went away"))
+    assert engine.execute_run(run.pk) == Run.Status.RUNNING
+    assert engine.execute_run(run.pk) == Run.Status.FAILED
+    run.refresh_from_db()
+    assert "database went away" in run.failure_reason
+    assert types(run)[-1] == "run_failed"
