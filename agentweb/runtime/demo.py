@@ -17,6 +17,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import date
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -109,7 +110,7 @@ _ADDRESS = re.compile(
     r"\s*(?:is|will be)?\s*[:\-]?\s*(.+)",
     re.IGNORECASE,
 )
-_TODAY = re.compile(r"\b(20\d\d-\d\d-\d\d)\b")
+_TODAY = re.compile(r"\b(?:it is|today is|now:?)\s+(20\d\d-\d\d-\d\d)\b", re.IGNORECASE)
 
 
 @dataclass
@@ -287,6 +288,15 @@ def _dec(value: Any) -> Decimal:
 
 def _day(iso: Any) -> str:
     return str(iso)[:10] if iso else "an unknown date"
+
+
+def _ago(today: str | None, day: str) -> str:
+    """' (80 days ago)' when both dates are known (the system prompt says what day it is)."""
+    try:
+        days = (date.fromisoformat(today or "") - date.fromisoformat(day)).days
+    except ValueError:
+        return ""
+    return f" ({days} days ago)" if days > 0 else ""
 
 
 def _letter(c: _Conversation, *paragraphs: str) -> str:
@@ -779,7 +789,8 @@ def _plan_policy_refund(c: _Conversation) -> _Plan:
             "used by the customer; outside the 30-day return policy.",
         },
         f"refund {full} on {oid} as an exception",
-        f"{oid} was delivered on {delivered} and the customer says they used it: that is "
+        f"{oid} was delivered on {delivered}{_ago(c.today, delivered)} and the customer says "
+        "they used it: that is "
         "outside our 30-day, unused-items return policy. Only an approver can grant an "
         f"exception, so I'm asking for the full {full} and letting them decide.",
     )
