@@ -89,7 +89,8 @@ def play(
     customer = ticket.customer
     if task_format == "lead":  # what the runs app sends: ids in the system prompt
         system = (
-            "You are the ticket assistant.\nThe ticket in front of you:\n"
+            "You are the ticket assistant. It is 2026-11-29 10:00 UTC.\n"
+            "The ticket in front of you:\n"
             f"#{ticket.pk} from {customer.name} ({customer.code}): {ticket.subject}\n{ticket.body}"
         )
         task = f"Handle ticket #{ticket.pk}: {ticket.subject}\n\n{ticket.body}"
@@ -298,6 +299,8 @@ def test_it_explains_a_refund_beyond_policy_that_the_approver_rejects():
     message = reply_to("C021").message
     assert "30 days" in message and "not able to refund" in message
     assert "rejected the exception" in p.answer
+    thoughts = [e.data["text"] for e in p.events if e.type == "model_called"]
+    assert any("(80 days ago)" in t for t in thoughts)
     assert "Used and past 30 days; no exception" in p.answer
 
 
