@@ -17,10 +17,14 @@ Closes with 4401 (not logged in) or 4403 (run not visible) before the handshake 
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
 
-from channels.db import database_sync_to_async
+from channels.db import DatabaseSyncToAsync
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from agentweb.runs import publish
@@ -40,14 +44,94 @@ def _query_int(scope: dict[str, Any], name: str) -> int:
         return 0
 
 
-def _csrf(scope: dict[str, Any]) -> str:
-    return str(scope.get("cookies", {}).get("csrftoken", ""))
+def off_thread(func: Any) -> Any:
+    """Run a blocking database read in the thread pool, not the single shared sync thread:
+    hundreds of followers must not queue behind one another."""
+    return DatabaseSyncToAsync(func, thread_sensitive=False)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One database read of a run: its row and its events after ``after`` (rendered)."""
+
+    run: Run
+    after: int
+    events: list[dict[str, Any]]
+    message: str  # the "events" message, encoded once for every follower
+
+    @property
+    def upto(self) -> int:
+        return self.events[-1]["seq"] if self.events else self.after
+
+    @property
+    def full(self) -> bool:
+        return len(self.events) >= BATCH
+
+
+def _read_run(run_id: int, after: int) -> Snapshot:
+    run = Run.objects.select_related("agent", "created_by").get(pk=run_id)
+    events = list(RunEvent.objects.filter(run=run, seq__gt=after).order_by("seq")[:BATCH])
+    batch = []
+    if events:
+        base = fragments.turns_before(run, events[0].seq - 1)
+        for step in timeline.steps_for(events, model=run.model, turn_base=base):
+            batch.append(
+                {"seq": step.seq, "type": step.type, "html": fragments.event_html(run, step)}
+            )
+    last = batch[-1]["seq"] if batch else after
+    message = json.dumps({"kind": "events", "events": batch, "last_seq": last})
+    return Snapshot(run=run, after=after, events=batch, message=message)
+
+
+class SharedReads:
+    """Followers of one run in this process share their reads.
+
+    A wake-up says "run N has events up to S"; the followers woken by it ask for the
+    same rows at the same moment, so one read serves them all. A shared read is used
+    only when it already covers S (the hint can only make us read again, never skip a
+    read), and a fresh connection or a resync always reads anew after subscribing."""
+
+    def __init__(self) -> None:
+        self.inflight: dict[tuple[int, int], asyncio.Future[Snapshot]] = {}
+        self.recent: OrderedDict[tuple[int, int], Snapshot] = OrderedDict()
+
+    async def read(self, run_id: int, after: int, hint: int | None) -> Snapshot:
+        if hint is None:
+            return await off_thread(_read_run)(run_id, after)
+        key = (run_id, after)
+        recent = self.recent.get(key)
+        if recent is not None and (recent.upto >= hint or recent.full):
+            return recent
+        future = self.inflight.get(key)
+        if future is None:
+            future = asyncio.ensure_future(off_thread(_read_run)(run_id, after))
+            self.inflight[key] = future
+            future.add_done_callback(lambda f: self._done(key, f))
+        snap: Snapshot = await asyncio.shield(future)
+        if snap.upto >= hint or snap.full:
+            return snap
+        # The shared read began before the commit we were woken for: read again.
+        return await off_thread(_read_run)(run_id, after)
+
+    def _done(self, key: tuple[int, int], future: asyncio.Future[Snapshot]) -> None:
+        self.inflight.pop(key, None)
+        if future.cancelled() or future.exception() is not None:
+            return
+        self.recent[key] = future.result()
+        self.recent.move_to_end(key)
+        while len(self.recent) > 1000:
+            self.recent.popitem(last=False)
+
+
+shared_reads = SharedReads()
 
 
 class RunConsumer(AsyncJsonWebsocketConsumer):
     run_id: int
     sent: int
     group: str
+    may_cancel_any: bool
+    may_decide: bool
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -64,7 +148,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         # or announced by a wake-up after it (and then read again, deduplicated by seq).
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
-        await self.send_new()
+        await self.send_new(hint=None)
 
     async def disconnect(self, code: int) -> None:
         if getattr(self, "group", None):
@@ -75,57 +159,56 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             after = content.get("after")
             if isinstance(after, int) and 0 <= after < self.sent:
                 self.sent = after
-            await self.send_new()
+            await self.send_new(hint=None)
 
     async def run_event(self, message: dict[str, Any]) -> None:
-        await self.send_new()
+        seq = message.get("seq")
+        hint = seq if isinstance(seq, int) and seq > 0 else None
+        if hint is not None and hint <= self.sent:
+            hint = self.sent  # an old or repeated wake-up: still re-check, cheaply
+        await self.send_new(hint=hint)
 
     async def run_delta(self, message: dict[str, Any]) -> None:
         await self.send_json({"kind": "delta", "text": str(message.get("text", ""))})
 
-    async def send_new(self) -> None:
+    async def send_new(self, hint: int | None) -> None:
         while True:
-            batch, state = await self._read()
-            if batch:
-                self.sent = batch[-1]["seq"]
-                await self.send_json({"kind": "events", "events": batch, "last_seq": self.sent})
-            if len(batch) < BATCH:
-                if state is not None:
-                    await self.send_json(state)
+            snap = await shared_reads.read(self.run_id, self.sent, hint)
+            if snap.events:
+                self.sent = snap.upto
+                await self.send(text_data=snap.message)
+            if not snap.full:
+                await self.send_json(await self._state(snap.run))
                 return
+            hint = None
 
-    @database_sync_to_async
-    def _visible(self) -> bool:
-        return visible_runs(self.scope["user"]).filter(pk=self.run_id).exists()
-
-    @database_sync_to_async
-    def _read(self) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    async def _state(self, run: Run) -> dict[str, Any]:
         user = self.scope["user"]
-        run = Run.objects.select_related("agent", "created_by").get(pk=self.run_id)
-        events = list(RunEvent.objects.filter(run=run, seq__gt=self.sent).order_by("seq")[:BATCH])
-        batch = []
-        if events:
-            base = fragments.turns_before(run, events[0].seq - 1)
-            for step in timeline.steps_for(events, model=run.model, turn_base=base):
-                batch.append(
-                    {"seq": step.seq, "type": step.type, "html": fragments.event_html(run, step)}
-                )
-        if len(batch) == BATCH:
-            return batch, None
-        next_url = f"/runs/{run.pk}/"
-        slots = {
-            call_id: fragments.approval_slot_html({**slot, "csrf": _csrf(self.scope)}, next_url)
-            for call_id, slot in fragments.approval_slots(run, user).items()
-        }
-        state = {
+        # Followers of a run share these renders; only the first goes to a thread.
+        cached = fragments.cached_state(run, user)
+        header, slots = cached or await off_thread(self._render_state)(run, user)
+        return {
             "kind": "state",
             "status": run.status,
             "active": run.is_active,
             "last_seq": run.last_seq,
-            "header": fragments.header_html(run, user),
+            "header": header,
             "approvals": slots,
         }
-        return batch, state
+
+    @staticmethod
+    def _render_state(run: Run, user: Any) -> tuple[str, dict[str, str]]:
+        return (
+            fragments.header_html(run, user),
+            fragments.approval_slots_html(run, user, f"/runs/{run.pk}/"),
+        )
+
+    @off_thread
+    def _visible(self) -> bool:
+        user = self.scope["user"]
+        # Load the permission cache now, in a thread: later checks need no query.
+        user.get_all_permissions()
+        return visible_runs(user).filter(pk=self.run_id).exists()
 
 
 class RunsConsumer(AsyncJsonWebsocketConsumer):
@@ -152,7 +235,7 @@ class RunsConsumer(AsyncJsonWebsocketConsumer):
         if row is not None:
             await self.send_json({"kind": "status", "run": run_id, **row})
 
-    @database_sync_to_async
+    @off_thread
     def _status(self, run_id: int) -> dict[str, Any] | None:
         run = visible_runs(self.scope["user"]).filter(pk=run_id).first()
         if run is None:
@@ -177,5 +260,5 @@ class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
         await self.channel_layer.group_discard(publish.APPROVALS_GROUP, self.channel_name)
 
     async def approvals_changed(self, message: dict[str, Any]) -> None:
-        count = await database_sync_to_async(pending_count)(self.scope["user"])
+        count = await off_thread(pending_count)(self.scope["user"])
         await self.send_json({"kind": "approvals", "pending": count})

@@ -7,7 +7,9 @@ separately and sent as its own message.
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
@@ -17,21 +19,48 @@ from agentweb.runs.actions import may_decide
 from agentweb.runs.models import Approval, Run, RunEvent
 from agentweb.web import timeline
 
-_CACHE_SIZE = 20_000
-_event_cache: OrderedDict[tuple[int, int], str] = OrderedDict()
-
 User = AbstractBaseUser | AnonymousUser
 
 
+class _Cache:
+    """A small thread-safe LRU: consumers read from a thread pool, and many followers of
+    one run ask for the same fragment at the same moment."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.items: OrderedDict[Hashable, Any] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def peek(self, key: Hashable) -> Any:
+        with self.lock:
+            return self.items.get(key)
+
+    def get_or_make(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        with self.lock:
+            if key in self.items:
+                self.items.move_to_end(key)
+                return self.items[key]
+        value = make()
+        with self.lock:
+            self.items[key] = value
+            while len(self.items) > self.size:
+                self.items.popitem(last=False)
+        return value
+
+
+_events = _Cache(20_000)
+_headers = _Cache(2_000)
+_slots = _Cache(2_000)
+
+
 def event_html(run: Run, step: timeline.Step) -> str:
-    key = (run.pk, step.seq)
-    html = _event_cache.get(key)
-    if html is None:
-        html = render_to_string("web/_event.html", {"step": step, "run": run})
-        _event_cache[key] = html
-        if len(_event_cache) > _CACHE_SIZE:
-            _event_cache.popitem(last=False)
-    return html
+    """An event's fragment; stored events never change, so (run, seq) is the whole key."""
+    return str(
+        _events.get_or_make(
+            (run.pk, step.seq),
+            lambda: render_to_string("web/_event.html", {"step": step, "run": run}),
+        )
+    )
 
 
 def turns_before(run: Run, seq: int) -> int:
@@ -63,8 +92,47 @@ def header_context(run: Run, user: Any, steps: list[timeline.Step] | None = None
     }
 
 
+def _header_key(run: Run, user: Any) -> tuple[Any, ...]:
+    return (run.pk, run.last_seq, run.status, can_cancel(user, run))
+
+
+def _slots_key(run: Run, user: Any) -> tuple[Any, ...]:
+    return (run.pk, run.last_seq, run.status, user.pk, user.has_perm("runs.decide_approval"))
+
+
+def cached_state(run: Run, user: Any) -> tuple[str, dict[str, str]] | None:
+    """Header and approval controls when both are already rendered, without touching the
+    database (the user's permissions must be loaded already)."""
+    header = _headers.peek(_header_key(run, user))
+    slots = _slots.peek(_slots_key(run, user)) if run.last_seq else {}
+    if header is None or slots is None:
+        return None
+    return str(header), dict(slots)
+
+
 def header_html(run: Run, user: Any) -> str:
-    return render_to_string("web/_run_header.html", header_context(run, user))
+    """The run header; it changes only with a new event or status (the CSRF token of the
+    cancel form is left empty and filled in by the page's script)."""
+    key = _header_key(run, user)
+    return str(
+        _headers.get_or_make(
+            key, lambda: render_to_string("web/_run_header.html", header_context(run, user))
+        )
+    )
+
+
+def approval_slots_html(run: Run, user: Any, next_url: str) -> dict[str, str]:
+    """call_id -> the viewer's approval controls, for every approval of the run."""
+
+    def make() -> dict[str, str]:
+        return {
+            call_id: approval_slot_html(slot, next_url)
+            for call_id, slot in approval_slots(run, user).items()
+        }
+
+    if not run.last_seq:
+        return {}
+    return dict(_slots.get_or_make(_slots_key(run, user), make))
 
 
 def approval_slots(run: Run, user: Any) -> dict[str, dict[str, Any]]:
