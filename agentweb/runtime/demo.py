@@ -290,6 +290,14 @@ def _day(iso: Any) -> str:
     return str(iso)[:10] if iso else "an unknown date"
 
 
+def _days_between(first: Any, second: Any) -> int:
+    """Days from ``first`` to ``second`` (ISO dates); 0 when either is unknown."""
+    try:
+        return (date.fromisoformat(str(second)[:10]) - date.fromisoformat(str(first)[:10])).days
+    except ValueError:
+        return 0
+
+
 def _ago(today: str | None, day: str) -> str:
     """' (80 days ago)' when both dates are known (the system prompt says what day it is)."""
     try:
@@ -497,6 +505,9 @@ def _plan_delivery(c: _Conversation, claimed_missing: bool) -> _Plan:
         return _stuck(c, order, track, last_event, open_trace)
     eta = track.get("estimated_delivery")
     where = f"{last_event.get('description', 'in transit')} in {last_event.get('location', '?')}"
+    late = _days_between(eta, c.today)
+    if late >= 2:
+        return _late(c, order, track, last_event, open_trace, late)
     plan = _reply(
         c,
         _letter(
@@ -519,6 +530,53 @@ def _plan_delivery(c: _Conversation, claimed_missing: bool) -> _Plan:
     if claimed_missing:
         headline += " It has not been marked delivered yet, so it is not missing."
     return _finish(c, headline)
+
+
+def _late(
+    c: _Conversation,
+    order: dict[str, Any],
+    track: dict[str, Any],
+    last_event: dict[str, Any],
+    open_trace: dict[str, Any] | None,
+    late: int,
+) -> _Plan:
+    """In transit but past its delivery date: trace it, then tell the customer."""
+    oid, tracking, eta = order["order_id"], track["tracking_number"], track["estimated_delivery"]
+    if open_trace is None:
+        plan = _once(
+            c,
+            "escalate_to_carrier",
+            {
+                "tracking_number": tracking,
+                "reason": f"Expected by {eta}, now {late} days late. Last scan "
+                f"{_day(last_event.get('at'))}: {last_event.get('description', '?')} in "
+                f"{last_event.get('location', '?')}. Please locate and deliver.",
+            },
+            "trace a late parcel",
+            f"The carrier expected to deliver {oid} by {eta}; it is {late} days late and the "
+            f"last scan was on {_day(last_event.get('at'))}. I'll open a trace.",
+        )
+        if plan:
+            return plan
+    trace_id = ((c.ok("escalate_to_carrier") or open_trace) or {}).get("escalation_id")
+    plan = _reply(
+        c,
+        _letter(
+            c,
+            f"I'm sorry, your order {oid} is running late. {track.get('carrier')} expected to "
+            f"deliver it by {eta}; its last scan was on {_day(last_event.get('at'))} in "
+            f"{last_event.get('location', 'transit')}.",
+            (
+                f"We've asked the carrier to locate it (reference {trace_id}); they usually "
+                "answer within 2 business days. "
+                if trace_id
+                else ""
+            )
+            + "If it can't be found, we'll send a replacement or refund you, as you prefer.",
+        ),
+        "Trace opened. I'll tell the customer honestly that it's late and what we're doing.",
+    )
+    return plan or _finish(c, f"Order {oid} ({tracking}) is {late} days late; traced.")
 
 
 def _delivered_missing(
@@ -935,8 +993,8 @@ def _plan_cancel(c: _Conversation) -> _Plan:
         f"It was delivered on {_day(track.get('delivered_at'))}."
         if status == "delivered"
         else f"It's on its way and should arrive by {_day(eta)}."
-        if eta
-        else "It's already on its way."
+        if eta and _days_between(eta, c.today) <= 0
+        else "It's already on its way to you."
     )
     plan = _reply(
         c,

@@ -156,10 +156,21 @@ def test_it_flags_an_earlier_missing_parcel_claim():
 
 
 def test_it_tells_where_a_moving_parcel_is():
-    p = play("Where is my order?")
+    # Without today's date (no system prompt) the parcel is simply on its way.
+    p = play("Where is my order?", task_format="as_task")
     assert p.tools == ["get_order", "track_shipment", "send_customer_reply"]
-    assert "2026-11-25" in reply_to("C003").message
+    assert "expects to deliver it by 2026-11-25" in reply_to("C003").message
     assert not CarrierEscalation.objects.exists()
+
+
+def test_it_traces_a_parcel_past_its_delivery_date():
+    # The system prompt says it is 2026-11-29: four days after the expected delivery.
+    p = play("Where is my order?")
+    assert p.tools == ["get_order", "track_shipment", "escalate_to_carrier", "send_customer_reply"]
+    trace = CarrierEscalation.objects.get(shipment__order__number="A1003")
+    assert "4 days late" in trace.reason
+    message = reply_to("C003").message
+    assert "running late" in message and trace.reference in message
 
 
 def test_it_escalates_a_parcel_stuck_with_an_exception():
