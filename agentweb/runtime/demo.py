@@ -61,7 +61,7 @@ SCENARIOS: list[tuple[str, tuple[str, ...]]] = [
     ("not_received", (
         "never arrived", "not received", "never received", "didn't receive",
         "did not receive", "never got", "says delivered", "shows as delivered",
-        "marked delivered", "marked as delivered", "says delivered", "stolen",
+        "marked delivered", "marked as delivered", "stolen",
         "nothing at my door", "missing package",
     )),
     ("stock", (
