@@ -148,7 +148,7 @@ def _after_crash(run_id: int, owner: str, exc: Exception) -> str | None:
 
 def _drive(run_id: int, owner: str, heartbeat: _Heartbeat) -> str:
     run = Run.objects.select_related("agent", "created_by", "ticket__customer").get(pk=run_id)
-    journal = DbJournal(run, risk_of=lambda name: _risk(run, name))
+    journal = DbJournal(run, tool_of=registry().get, risk_of=lambda name: _risk(run, name))
     agent = build_agent(run, journal)
     context = ToolContext(
         call_id="",
@@ -166,16 +166,16 @@ def _drive(run_id: int, owner: str, heartbeat: _Heartbeat) -> str:
             # The decision's event was stored when the person decided (with who and why);
             # the runtime's own copy of it is not stored twice.
             events = [e for e in agent.decide(state, decisions) if e.type != "approval_decided"]
-            _persist(run, owner, state, [e.to_json() for e in events], None)
+            _persist(run, owner, state, [e.to_json() for e in events], None, journal)
     while True:
         if heartbeat.lost.is_set():
             raise LeaseLost
         if run.cancel_requested:  # read under the row lock by the previous _persist
-            return _persist(run, owner, state, [], Cancelled())
+            return _persist(run, owner, state, [], Cancelled(), journal)
         deltas = _DeltaPublisher(run.pk) if agent.config.stream else None
         step = agent.step(state, on_delta=deltas, tool_context=context)
         outcome = step.outcome
-        status = _persist(run, owner, state, [e.to_json() for e in step.events], outcome)
+        status = _persist(run, owner, state, [e.to_json() for e in step.events], outcome, journal)
         if outcome is not None:
             return status
 
@@ -239,6 +239,7 @@ def _persist(
     state: LoopState,
     events: Iterable[dict[str, Any]],
     outcome: Any,
+    journal: DbJournal,
 ) -> str:
     """Store one step: events, loop state, usage and the outcome, if ours still."""
     events = list(events)
@@ -257,6 +258,7 @@ def _persist(
         if locked.lease_owner != owner or locked.status != Run.Status.RUNNING:
             raise LeaseLost
         run.last_seq, run.cancel_requested = locked.last_seq, locked.cancel_requested
+        journal.save_deferred()
         now = timezone.now()
         update: dict[str, Any] = {"state": state.to_json(), "lease_expires_at": now + _lease()}
         if any(e["type"] == "model_called" for e in events):

@@ -1,11 +1,16 @@
-"""The durable record of tool side effects: one ToolExecution row per (run, call id).
+"""The durable record of tool executions: one ToolExecution row per (run, call id).
 
-The row is committed *before* the tool runs, so a crash in the middle leaves a
-"started" row behind, and a resumed run never repeats a recorded execution.
+For a tool with side effects (not idempotent) the row is committed *before* the tool
+runs, so a crash in the middle leaves a "started" row behind, and a resumed run never
+repeats a recorded execution. An idempotent tool (a read) may safely run again, so its
+row is written with the step that used its result, in the same transaction, which saves
+two round trips per read on the hot path.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -13,15 +18,37 @@ from django.utils import timezone
 
 from agentweb.runs.models import AuditEntry, Run, ToolExecution
 from agentweb.runtime.loop import PriorExecution
+from agentweb.runtime.tools import Tool
 
 
 class DbJournal:
-    def __init__(self, run: Run, risk_of: Any = None) -> None:
+    def __init__(
+        self,
+        run: Run,
+        tool_of: Callable[[str], Tool | None] = lambda name: None,
+        risk_of: Callable[[str], str] = lambda name: "high",
+    ) -> None:
         self.run = run
-        self._risk_of = risk_of or (lambda name: "low")
-        self._tools: dict[str, str] = {}
+        self._tool_of = tool_of
+        self._risk_of = risk_of
+        self._lock = threading.Lock()
+        self._deferred: dict[str, ToolExecution] = {}
+
+    def _durable_first(self, tool: str) -> bool:
+        found = self._tool_of(tool)
+        return found is None or not found.idempotent or self._risk_of(tool) != "low"
 
     def begin(self, call_id: str, tool: str, arguments: dict[str, Any]) -> PriorExecution | None:
+        if not self._durable_first(tool):
+            with self._lock:
+                self._deferred[call_id] = ToolExecution(
+                    run=self.run,
+                    call_id=call_id,
+                    tool=tool,
+                    arguments=arguments,
+                    started_at=timezone.now(),
+                )
+            return None
         try:
             with transaction.atomic():
                 ToolExecution.objects.create(
@@ -36,7 +63,6 @@ class DbJournal:
                 result=prior.result,
                 error=prior.error or None,
             )
-        self._tools[call_id] = tool
         return None
 
     def finish(
@@ -48,27 +74,42 @@ class DbJournal:
         duration_ms: float,
     ) -> None:
         status = ToolExecution.Status.SUCCEEDED if ok else ToolExecution.Status.FAILED
+        now = timezone.now()
+        with self._lock:
+            deferred = self._deferred.get(call_id)
+        if deferred is not None:
+            deferred.status, deferred.result, deferred.error = status, result, error or ""
+            deferred.finished_at, deferred.duration_ms = now, duration_ms
+            return
         with transaction.atomic():
             ToolExecution.objects.filter(run=self.run, call_id=call_id).update(
                 status=status,
                 result=result,
                 error=error or "",
-                finished_at=timezone.now(),
+                finished_at=now,
                 duration_ms=duration_ms,
             )
-            tool = self._tools.pop(call_id, "")
-            if self._risk_of(tool) == "high":
-                execution = ToolExecution.objects.get(run=self.run, call_id=call_id)
+            execution = ToolExecution.objects.only("tool", "arguments").get(
+                run=self.run, call_id=call_id
+            )
+            if self._risk_of(execution.tool) == "high":
                 AuditEntry.objects.create(
                     action="high_risk_tool_executed",
                     actor=None,
                     run=self.run,
                     data={
                         "call_id": call_id,
-                        "tool": tool,
+                        "tool": execution.tool,
                         "arguments": execution.arguments,
                         "ok": ok,
                         "error": error,
                         "requested_by": self.run.created_by.get_username(),
                     },
                 )
+
+    def save_deferred(self) -> None:
+        """Write the reads' rows; called inside the step's transaction."""
+        with self._lock:
+            rows, self._deferred = list(self._deferred.values()), {}
+        if rows:
+            ToolExecution.objects.bulk_create(rows, ignore_conflicts=True)
