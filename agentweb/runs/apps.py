@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.core.exceptions import ImproperlyConfigured
 
 
 class RunsConfig(AppConfig):
@@ -10,3 +11,25 @@ class RunsConfig(AppConfig):
         # Load our Celery app in every Django process (web included), so tasks sent from
         # there go to our broker. Not in agentweb/__init__: the runtime must stay Django-free.
         import agentweb.celery  # noqa: F401
+
+        check_agent_configuration()
+
+
+def check_agent_configuration() -> None:
+    """Bad model or tool configuration stops start-up, naming the variable, instead of
+    failing the first run an operator starts."""
+    from django.conf import settings
+
+    from agentweb.runs.agents import model_for, registry
+    from agentweb.runtime.gateway import ConfigError
+
+    try:
+        model_for(settings.AGENTWEB_MODEL)
+    except ConfigError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
+    try:
+        registry()
+    except ImportError as exc:
+        raise ImproperlyConfigured(f"AGENTWEB_TOOLS: cannot import {exc.name!r}: {exc}") from None
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"AGENTWEB_TOOLS: {exc}") from None
