@@ -512,4 +512,20 @@ def agent_edit(request: Request, agent_id: int) -> HttpResponse:
         )
         messages.success(request, f"Saved {profile.name}.")
         return redirect("web:agents")
-    return render(request, "web/agent_edit.html", {"form": form, "profile": profile})
+    return render(
+        request,
+        "web/agent_edit.html",
+        {"form": form, "profile": profile, "tools": _registered_tools()},
+    )
+
+
+def _registered_tools() -> list[dict[str, str]]:
+    from agentweb.runs.agents import registry
+
+    try:
+        return [
+            {"name": t.name, "risk": str(getattr(t, "risk", ""))}
+            for t in sorted(registry(), key=lambda t: t.name)
+        ]
+    except Exception:  # a broken tool module must not take the admin page down
+        return []
