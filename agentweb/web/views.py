@@ -235,6 +235,7 @@ def approval_decide(request: Request, approval_id: int) -> HttpResponse:
     if approval is None:
         raise Http404("no such approval")
     action = request.POST.get("decision", "")
+    edited = action == "edit"
     comment = request.POST.get("comment", "")
     arguments = None
     error = ""
@@ -272,7 +273,8 @@ def approval_decide(request: Request, approval_id: int) -> HttpResponse:
                 "error": error,
                 "csrf": get_token(request),
                 "next": _next_url(request, default),
-                "posted_arguments": request.POST.get("arguments", ""),
+                "posted_arguments": request.POST.get("arguments", "") if edited else "",
+                "reopen_edit": edited and bool(error),
             },
         )
     if error:

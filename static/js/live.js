@@ -185,9 +185,14 @@
       list.querySelectorAll(".approval-slot").forEach(function (slot) {
         var html = slots[slot.dataset.callId];
         if (html === undefined) return;
-        var focused = slot.contains(document.activeElement) && document.activeElement.tagName === "TEXTAREA";
-        if (focused) return; // do not wipe what a person is typing
-        slot.replaceChildren(fragment(html));
+        var next = fragment(html);
+        var before = slot.querySelector(".approval");
+        var after = next.querySelector(".approval");
+        // Still pending on both sides: keep the controls as they are, with whatever a
+        // person has opened or typed in them.
+        if (before && after && before.id === after.id &&
+            before.classList.contains("approval-pending") && after.classList.contains("approval-pending")) return;
+        slot.replaceChildren(next);
         activate(slot);
       });
       root.dataset.status = data.status;
