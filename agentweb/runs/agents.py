@@ -124,11 +124,11 @@ def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
         risk_overrides=dict(profile.risk_overrides or {}),
         stream=settings.AGENTWEB_STREAM,
     )
-    validator = None
-    if run.ticket_id:
-        from agentweb.shop.validators import validator_for_ticket
+    # Completion layer 1: a claimed refund, cancellation, address change or reply must
+    # show in the shop (for runs without a ticket too).
+    from agentweb.shop.validators import validator_for_ticket
 
-        validator = validator_for_ticket(run.ticket_id)
+    validator = validator_for_ticket(run.ticket_id, since=run.created_at)
     return Agent(
         model=model_for(run.model or settings.AGENTWEB_MODEL),
         tools=profile_tools(profile),
