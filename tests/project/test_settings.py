@@ -29,7 +29,7 @@ def start(overrides: dict[str, str | None], *args: str) -> subprocess.CompletedP
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("AGENTWEB_", "OPENAI_", "ANTHROPIC_"))
+        if not k.startswith(("AGENTWEB_", "OPENAI_", "ANTHROPIC_", "DJANGO_"))
     }
     env.update(GOOD)
     for key, value in overrides.items():
