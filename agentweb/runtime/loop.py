@@ -210,6 +210,7 @@ class LoopState(BaseModel):
     decided_by: DecidedBy | None = None
     finish_reason: str | None = None
     failure_reason: str | None = None
+    memory: dict[str, Any] = Field(default_factory=dict)  # the context policy's layer state
 
     def to_json(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
@@ -321,12 +322,12 @@ class Agent:
         if state.iteration >= self.config.max_iterations:
             reason = f"reached the limit of {self.config.max_iterations} iterations"
             return StepResult(events, self._stop(state, reason, events))
-        response = self._call_model(state, events, on_delta)
+        response, seen = self._call_model(state, events, on_delta)
         if response is None:
             return StepResult(events, state.outcome)
         message = self._assistant_turn(state, response)
         state.messages.append(message)
-        events.append(self._model_called(response, message, state))
+        events.append(self._model_called(response, message, state, seen))
         if not message.tool_calls:
             return StepResult(events, self._complete(state, message.content, events))
         outcome = self._run_turn(state, message.tool_calls, events, tool_context)
@@ -391,22 +392,26 @@ class Agent:
         state: LoopState,
         events: list[Event],
         on_delta: Callable[[str], None] | None,
-    ) -> ModelResponse | None:
-        messages, specs, ctx_events = self.context_policy.prepare(state, self.tools)
-        events.extend(ctx_events)
+    ) -> tuple[ModelResponse | None, dict[str, Any] | None]:
+        """The model's reply (None when it failed) and what the policy says it was shown."""
+        prepared = self.context_policy.prepare(state, self.tools)
+        messages, specs = prepared.messages, prepared.tools
+        events.extend(prepared.events)
         state.iteration += 1
         try:
             if self.config.stream:
-                return self.model.stream(
+                response = self.model.stream(
                     messages,
                     specs,
                     on_delta=_safe_delta(on_delta),
                     timeout=self.config.model_timeout,
                 )
-            return self.model.complete(messages, specs, timeout=self.config.model_timeout)
+            else:
+                response = self.model.complete(messages, specs, timeout=self.config.model_timeout)
         except ModelError as exc:
             self._fail(state, f"model error: {exc}", events)
-            return None
+            return None, None
+        return response, prepared.info
 
     def _assistant_turn(self, state: LoopState, response: ModelResponse) -> AssistantMessage:
         msg = response.message
@@ -700,7 +705,10 @@ class Agent:
 
     @staticmethod
     def _model_called(
-        response: ModelResponse, message: AssistantMessage, state: LoopState
+        response: ModelResponse,
+        message: AssistantMessage,
+        state: LoopState,
+        context: dict[str, Any] | None = None,
     ) -> Event:
         data: dict[str, Any] = {
             "model": response.model,
@@ -718,6 +726,8 @@ class Agent:
         }
         if message.reasoning:
             data["reasoning"] = message.reasoning
+        if context:
+            data["context"] = context  # what the model saw (layers, tools, tokens)
         return Event(ev.MODEL_CALLED, data)
 
     @staticmethod
