@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs
@@ -44,10 +45,14 @@ def _query_int(scope: dict[str, Any], name: str) -> int:
         return 0
 
 
+# Database reads of the consumers run here, not in the single shared sync thread: hundreds
+# of followers must not queue behind one another. One pool per process (not per event
+# loop), so each thread keeps one database connection.
+READ_POOL = ThreadPoolExecutor(max_workers=8, thread_name_prefix="ws-read")
+
+
 def off_thread(func: Any) -> Any:
-    """Run a blocking database read in the thread pool, not the single shared sync thread:
-    hundreds of followers must not queue behind one another."""
-    return DatabaseSyncToAsync(func, thread_sensitive=False)
+    return DatabaseSyncToAsync(func, thread_sensitive=False, executor=READ_POOL)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,3 @@
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -6,14 +5,10 @@ from django.db import connections
 
 
 @pytest.fixture(autouse=True)
-def _close_thread_connections() -> Iterator[None]:
-    """Consumers read the database from worker threads; with persistent connections those
-    threads would keep sessions open and block dropping the test database."""
-    conf = connections.settings["default"]
-    before = conf.get("CONN_MAX_AGE")
-    conf["CONN_MAX_AGE"] = 0
-    yield
-    conf["CONN_MAX_AGE"] = before
+def _short_lived_connections() -> None:
+    """Consumers read the database from pool threads; close each thread's connection
+    after its read so the test database can be dropped at the end."""
+    connections.settings["default"]["CONN_MAX_AGE"] = 0
 
 
 @pytest.fixture(autouse=True)
