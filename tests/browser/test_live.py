@@ -176,3 +176,29 @@ def test_replay_steps_through_a_finished_run(login: Any, demo: dict) -> None:
     operator.shot("replay")
     # Nothing ran again.
     assert len(stored_seqs(run_id)) == total
+
+
+def test_the_runs_list_follows_statuses_live(login: Any, demo: dict) -> None:
+    from agentweb.shop.models import Ticket
+
+    ticket = Ticket.objects.get(subject=REFUND_TICKET)
+    run = actions.do_create_run(user=demo["operator"], task="", ticket_id=ticket.pk)
+    wait_for_status(run.pk, "waiting_approval")
+    admin = login("admin")
+    admin.goto("/runs/")
+    page = admin.page
+    page.evaluate("window.__sameDocument = true")
+    badge = page.locator(f'[data-run-status="{run.pk}"]')
+    assert badge.inner_text() == "Waiting Approval"
+    assert approve_until_done(run.pk, demo["approver"]).status == "succeeded"
+    page.wait_for_function(
+        f"document.querySelector('[data-run-status=\"{run.pk}\"]').textContent.trim()"
+        " === 'Succeeded'",
+        timeout=15_000,
+    )
+    assert "status-succeeded" in (badge.get_attribute("class") or "")
+    # A run started elsewhere is announced instead of silently missing.
+    actions.do_create_run(user=demo["operator"], task="Is KIT-0101 in stock?")
+    page.wait_for_selector("#new-runs:not([hidden])", timeout=15_000)
+    assert page.evaluate("window.__sameDocument") is True
+    admin.shot("runs-list-live")
