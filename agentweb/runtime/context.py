@@ -324,29 +324,32 @@ class LayeredContextPolicy(ContextPolicy):
             view.positions.append(task)
             view.layers.append({"layer": "task", "messages": 1, "tokens": count.count_message(m)})
         facts_text, summary_text = self._memory_text(mem)
-        if facts_text or summary_text:
+        # Until something left the window or was shortened, every fact is in view in
+        # full: the memory message is sent from the first compaction on.
+        compacted = bool(mem.window_start or mem.digested or mem.dropped or mem.dropped_calls)
+        sent = compacted and bool(facts_text or summary_text)
+        facts_layer: dict[str, Any] = {
+            "layer": "facts",
+            "items": sum(len(v) for v in mem.facts.values()),
+            "sent": sent,
+            "tokens": 0,
+        }
+        summary_layer: dict[str, Any] = {
+            "layer": "summary",
+            "covers": mem.summarized,
+            "by": mem.summary_by or None,
+            "sent": sent and bool(summary_text),
+            "tokens": 0,
+        }
+        if sent:
             memory = UserMessage(
                 content="\n\n".join(t for t in (MEMORY_HEADER, facts_text, summary_text) if t)
             )
-            total = count.count_message(memory)
-            summary_tokens = count.count_text(summary_text) if summary_text else 0
+            summary_layer["tokens"] = count.count_text(summary_text) if summary_text else 0
+            facts_layer["tokens"] = count.count_message(memory) - summary_layer["tokens"]
             view.messages.append(memory)
             view.positions.append(None)
-            view.layers.append(
-                {
-                    "layer": "facts",
-                    "items": sum(len(v) for v in mem.facts.values()),
-                    "tokens": total - summary_tokens,
-                }
-            )
-            view.layers.append(
-                {
-                    "layer": "summary",
-                    "covers": mem.summarized,
-                    "by": mem.summary_by or None,
-                    "tokens": summary_tokens,
-                }
-            )
+        view.layers += [facts_layer, summary_layer]
         window, positions = self._window(msgs, mem)
         window_tokens = [
             (p, count.count_message(m)) for p, m in zip(positions, window, strict=True)

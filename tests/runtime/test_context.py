@@ -539,17 +539,32 @@ def test_search_tools_offers_what_it_found_from_the_next_step_on() -> None:
 
 
 def test_model_called_carries_what_the_model_saw_and_the_default_policy_adds_nothing() -> None:
-    model = ScriptedModel([call("get_order", order_id="A1001"), "ok"])
+    model = ScriptedModel(
+        [call("get_order", order_id="A1001"), call("check_inventory", sku="KIT-0001"), "ok"]
+    )
     agent = Agent(
-        model, TOOLS, AgentConfig(system_prompt="sys"), context_policy=LayeredContextPolicy(top_n=3)
+        model,
+        TOOLS,
+        AgentConfig(system_prompt="sys"),
+        context_policy=LayeredContextPolicy(top_n=3),
     )
     events = list(agent.run(agent.start("Order A1001?")))
     ctx = [e.data["context"] for e in events if e.type == MODEL_CALLED]
     assert ctx[1]["budget"] == 16000 and 0 < ctx[1]["tokens"] < 16000
     layers = {layer["layer"]: layer for layer in ctx[1]["layers"]}
-    assert set(layers) == {"system", "task", "facts", "summary", "window"}
+    assert list(layers) == ["system", "task", "facts", "summary", "window"]
     assert layers["window"]["messages"] == 2 and layers["facts"]["items"] >= 3
-    assert ctx[1]["messages"] == [0, 1, None, 2, 3]  # positions in state.messages; None: memory
+    # nothing compacted yet: every fact is in view, the memory message is not sent
+    assert layers["facts"]["sent"] is False and ctx[1]["messages"] == [0, 1, 2, 3]
+    assert (
+        sum(layer["tokens"] for layer in ctx[1]["layers"]) + ctx[1]["tools"]["tokens"]
+        == (ctx[1]["tokens"])
+    )
+    # the get_order result is digested at the third call: from then on the facts are sent
+    layers = {layer["layer"]: layer for layer in ctx[2]["layers"]}
+    assert layers["facts"]["sent"] is True and layers["facts"]["tokens"] > 0
+    assert layers["window"]["digests"] == 1
+    assert ctx[2]["messages"] == [0, 1, None, 2, 3, 4, 5]  # None: the memory message
     assert len(ctx[1]["tools"]["offered"]) == 4  # 3 ranked + the used get_order
     json.dumps(ctx)
     model = ScriptedModel(["ok"])
