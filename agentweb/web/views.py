@@ -45,6 +45,7 @@ class Request(HttpRequest):
 
 
 RUNS_PER_PAGE = 25
+MAX_IMPORT_BYTES = 20_000_000
 
 
 def _run_or_404(request: Request, run_id: int) -> Run:
@@ -459,6 +460,8 @@ def import_run(request: Request) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         upload = form.cleaned_data["file"]
         try:
+            if upload.size and upload.size > MAX_IMPORT_BYTES:
+                raise ValueError(f"the file is larger than {MAX_IMPORT_BYTES // 1_000_000} MB")
             run_data, events = parse_export(upload.read())
         except ValueError as exc:
             form.add_error("file", str(exc))
