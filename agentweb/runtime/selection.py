@@ -13,7 +13,7 @@ import math
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from .gateway import ToolSpec
@@ -23,6 +23,7 @@ __all__ = [
     "DEFAULT_SYNONYMS",
     "SEARCH_TOOL",
     "BM25Scorer",
+    "EmbeddingScorer",
     "ToolScorer",
     "make_search_tool",
     "rank_tools",
@@ -205,6 +206,60 @@ class BM25Scorer:
                 score += idf * norm * weight
             out[name] = score
         return out
+
+
+class EmbeddingScorer:
+    """Cosine similarity of embeddings, for any embedding function (a MiniLM model
+    installed as a package, a provider's embedding endpoint, ...).
+
+    ``embed`` maps texts to vectors. Tool vectors are computed once per tool set. With
+    ``blend`` (e.g. ``BM25Scorer()``) and ``weight`` w the score is
+    ``w * cosine + (1 - w) * blend_score / max(blend_scores)``: lexical and semantic
+    relevance together."""
+
+    def __init__(
+        self,
+        embed: Callable[[list[str]], Sequence[Sequence[float]]],
+        *,
+        blend: ToolScorer | None = None,
+        weight: float = 0.5,
+    ) -> None:
+        self.embed = embed
+        self.blend = blend
+        self.weight = weight if blend is not None else 1.0
+        self._cache: dict[tuple[tuple[str, str], ...], dict[str, list[float]]] = {}
+        self._lock = threading.Lock()
+
+    def _tool_vectors(self, tools: Sequence[ToolSpec]) -> dict[str, list[float]]:
+        key = tuple((t.name, t.description) for t in tools)
+        with self._lock:
+            vectors = self._cache.get(key)
+        if vectors is None:
+            texts = [f"{t.name.replace('_', ' ')}: {t.description}" for t in tools]
+            vectors = {t.name: list(v) for t, v in zip(tools, self.embed(texts), strict=True)}
+            with self._lock:
+                if len(self._cache) > 64:
+                    self._cache.clear()
+                self._cache[key] = vectors
+        return vectors
+
+    def scores(self, query: str, tools: Sequence[ToolSpec]) -> dict[str, float]:
+        vectors = self._tool_vectors(tools)
+        q = list(self.embed([query])[0])
+        out = {name: max(0.0, _cosine(q, v)) for name, v in vectors.items()}
+        if self.blend is None:
+            return out
+        lexical = self.blend.scores(query, tools)
+        top = max(lexical.values(), default=0.0) or 1.0
+        w = self.weight
+        return {n: w * out[n] + (1 - w) * lexical.get(n, 0.0) / top for n in out}
+
+
+def _cosine(a: Sequence[float], b: Sequence[float]) -> float:
+    dot = sum(x * y for x, y in zip(a, b, strict=False))
+    na = math.sqrt(sum(x * x for x in a))
+    nb = math.sqrt(sum(y * y for y in b))
+    return dot / (na * nb) if na and nb else 0.0
 
 
 def rank_tools(

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -626,3 +630,37 @@ def test_bad_settings_are_refused() -> None:
         LayeredContextPolicy(top_n=0)
     with pytest.raises(ValueError):
         LayeredContextPolicy(compact_to=1.5)
+
+
+def test_the_docs_example_of_the_layered_policy_runs() -> None:
+    root = Path(__file__).resolve().parents[2]
+    blocks = re.findall(r"```python\n(.*?)```", (root / "docs" / "runtime.md").read_text(), re.S)
+    code = blocks[0] + blocks[1] + "\nassert agent.context_policy is policy\n"
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+
+
+def test_an_embedding_scorer_can_replace_or_blend_with_bm25() -> None:
+    from agentweb.runtime.selection import BM25Scorer, EmbeddingScorer, rank_tools
+
+    topics = ["refund money", "parcel carrier", "stock"]
+
+    def embed(texts: list[str]) -> list[list[float]]:  # a toy embedding: topic words present
+        return [
+            [float(any(w in t.lower() for w in topic.split())) for topic in topics] for t in texts
+        ]
+
+    specs = TOOLS.specs()
+    scorer = EmbeddingScorer(embed)
+    ranked = [s.name for s, _ in rank_tools(scorer, "I want my money back", specs)]
+    assert ranked[0] == "issue_refund"
+    blended = EmbeddingScorer(embed, blend=BM25Scorer(), weight=0.5)
+    scores = blended.scores("where is my parcel", specs)
+    assert max(scores, key=lambda n: scores[n]) == "track_shipment"
+    policy = LayeredContextPolicy(top_n=1, scorer=scorer)
+    model = ScriptedModel(["ok"])
+    agent = Agent(model, TOOLS, AgentConfig(system_prompt="sys"), context_policy=policy)
+    list(agent.run(agent.start("money back please")))
+    assert [t.name for t in model.requests[0].tools] == ["issue_refund"]
