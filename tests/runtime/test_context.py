@@ -341,11 +341,8 @@ def test_digests_of_lists_and_text() -> None:
 
 
 def test_it_summarizes_evicted_steps_with_the_summarizer_and_falls_back_when_it_fails() -> None:
-    summarizer = ScriptedModel(
-        [ModelHTTPError("fake", 500, "down"), "Looked up A1001 (shipped) and KB articles."]
-        + ["More steps."] * 10,
-        name="summarizer",
-    )
+    summaries: list[Any] = [ModelHTTPError("fake", 500, "down"), "Looked up A1001 and KB."]
+    summarizer = ScriptedModel(summaries + ["More steps."] * 10, name="summarizer")
     replies: list[Any] = [call("search_kb", query=f"returns {i}") for i in range(14)] + ["done"]
     model = ScriptedModel(replies)
     policy = LayeredContextPolicy(1400, summarizer=summarizer)
@@ -471,7 +468,9 @@ def test_superseded_and_repair_on_their_own() -> None:
     ]
     fixed, kept = repair(msgs)
     assert kept == [0, 1, 3, 4, 6]
-    assert [c.id for c in fixed[2].tool_calls] == ["c1"]  # the unanswered call is stripped
+    stripped = fixed[2]
+    assert isinstance(stripped, AssistantMessage)
+    assert [c.id for c in stripped.tool_calls] == ["c1"]  # the unanswered call is stripped
     assert valid_protocol(fixed) == list(range(len(fixed)))
     positions, calls = superseded(msgs)
     assert positions == set() and calls == set()
