@@ -124,7 +124,7 @@ class SharedReads:
             return
         self.recent[key] = future.result()
         self.recent.move_to_end(key)
-        while len(self.recent) > 1000:
+        while len(self.recent) > 256:
             self.recent.popitem(last=False)
 
 

@@ -48,7 +48,7 @@ class _Cache:
         return value
 
 
-_events = _Cache(20_000)
+_events = _Cache(10_000)
 _headers = _Cache(2_000)
 _slots = _Cache(2_000)
 

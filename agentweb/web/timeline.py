@@ -273,6 +273,15 @@ class Row:
     args_differ: bool = False
     result_differs: bool = False
 
+    @property
+    def changed_keys(self) -> list[str]:
+        """Argument names whose values differ between the two calls (dict arguments)."""
+        a = self.left.arguments if self.left else None
+        b = self.right.arguments if self.right else None
+        if not (isinstance(a, dict) and isinstance(b, dict)):
+            return []
+        return sorted(k for k in set(a) | set(b) if pretty(a.get(k)) != pretty(b.get(k)))
+
 
 def align(left: list[Call], right: list[Call]) -> list[Row]:
     """Align two call sequences by tool name (longest matching blocks), then mark what
