@@ -17,6 +17,7 @@ __all__ = [
     "DEFAULT_FACT_PATTERNS",
     "MONEY_KEYS",
     "REJECTED_PREFIX",
+    "TOOL_ERROR_PREFIX",
     "digest_result",
     "extract_facts",
     "render_facts",
@@ -28,6 +29,8 @@ __all__ = [
 
 # The loop's text for a call a human rejected (loop.py): never dropped as a "correction".
 REJECTED_PREFIX = "A human reviewer rejected this call"
+# The loop's prefix of an error raised by the tool itself (as opposed to refused arguments).
+TOOL_ERROR_PREFIX = "Error: "
 
 # Keys whose values are pinned when they appear in tool arguments or tool results.
 DEFAULT_FACT_KEYS: tuple[str, ...] = (
@@ -45,7 +48,7 @@ DEFAULT_FACT_KEYS: tuple[str, ...] = (
 MONEY_KEYS: tuple[str, ...] = ("amount", "refund_amount", "credit", "price", "total")
 # Ids written in text (the task, answers); group 1 is the value.
 DEFAULT_FACT_PATTERNS: Mapping[str, str] = {
-    "order_id": r"(?i)\border\s*(?:id|no\.?|number|#)?\s*[:#]?\s*([A-Z]{1,4}-?\d{3,})\b",
+    "order_id": r"(?i)\border\s*(?:id|no\.?|number|#)?\s*[:#]?\s*([A-Z]{1,4}-?\d{3,}|\d{4,})\b",
     "customer_id": r"(?i)\bcustomer\s*(?:id|no\.?|number|#)?\s*[:#]?\s*([A-Z]{1,4}-?\d{2,})\b",
     "tracking_number": r"\b(1Z[0-9A-Z]{16})\b",
 }
@@ -86,6 +89,10 @@ def valid_protocol(messages: Sequence[Message]) -> list[int]:
             keep.append(i)
         i += 1
     return keep
+
+
+def _args_key(call: ToolCall) -> str:
+    return call.name + json.dumps(call.arguments, sort_keys=True, default=str)
 
 
 def answered_calls(messages: Sequence[Message]) -> set[str]:
@@ -195,8 +202,11 @@ def digest_result(
 def superseded(messages: Sequence[Message], start: int = 0) -> tuple[set[int], set[str]]:
     """What later messages made obsolete, from position ``start`` on.
 
-    - A failed tool call (an error result other than a human's rejection) once a later
-      call of the same tool succeeded: the call and its result go (call ids returned).
+    - A failed tool call once a later call of the same tool succeeded: a call the runtime
+      refused (invalid arguments, a repeat) is corrected by any later success; a call the
+      tool itself failed (``Error: …``, e.g. not found) only by a success with the same
+      arguments (a retry), since its error says something. A human's rejection always
+      stays. The call and its result go (call ids returned).
     - An empty answer and the runtime's nudge after it, once the model replied again.
     - An answer that drew an objection (the user message right after it), once a later
       answer drew another: only the latest objection stays (positions returned).
@@ -210,17 +220,23 @@ def superseded(messages: Sequence[Message], start: int = 0) -> tuple[set[int], s
                 calls[c.id] = c
         elif isinstance(m, ToolMessage):
             results[m.call_id] = (i, m)
-    last_ok: dict[str, int] = {}
+    ok_at: dict[str, list[tuple[int, str]]] = {}  # tool -> [(position, arguments)]
     for call_id, (i, t) in results.items():
         if not t.is_error and call_id in calls:
-            last_ok[t.name] = max(last_ok.get(t.name, -1), i)
+            ok_at.setdefault(t.name, []).append((i, _args_key(calls[call_id])))
+
+    def corrected(call_id: str, i: int, t: ToolMessage) -> bool:
+        if t.content.startswith(REJECTED_PREFIX) or call_id not in calls:
+            return False
+        later = [args for at, args in ok_at.get(t.name, ()) if at > i]
+        if not later:
+            return False
+        if t.content.startswith(TOOL_ERROR_PREFIX):  # the tool itself failed: only a retry
+            return _args_key(calls[call_id]) in later  # with the same arguments replaces it
+        return True  # arguments the runtime refused, then a call that worked
+
     dropped_calls = {
-        call_id
-        for call_id, (i, t) in results.items()
-        if t.is_error
-        and not t.content.startswith(REJECTED_PREFIX)
-        and call_id in calls
-        and last_ok.get(t.name, -1) > i
+        call_id for call_id, (i, t) in results.items() if t.is_error and corrected(call_id, i, t)
     }
     dropped: set[int] = set()
     objections: list[tuple[int, int]] = []

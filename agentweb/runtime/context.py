@@ -282,7 +282,7 @@ class LayeredContextPolicy(ContextPolicy):
                 continue
             if isinstance(m, AssistantMessage) and dropped_calls & {c.id for c in m.tool_calls}:
                 calls = [c for c in m.tool_calls if c.id not in dropped_calls]
-                if not calls and not m.content.strip():
+                if not calls:  # its text only led up to the superseded calls
                     continue
                 m = m.model_copy(update={"tool_calls": calls})
             elif isinstance(m, ToolMessage):

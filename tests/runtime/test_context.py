@@ -663,3 +663,47 @@ def test_an_embedding_scorer_can_replace_or_blend_with_bm25() -> None:
     agent = Agent(model, TOOLS, AgentConfig(system_prompt="sys"), context_policy=policy)
     list(agent.run(agent.start("money back please")))
     assert [t.name for t in model.requests[0].tools] == ["issue_refund"]
+
+
+def test_a_tool_error_stays_unless_a_retry_with_the_same_arguments_worked() -> None:
+    attempts: dict[str, int] = {}
+
+    @tool
+    def lookup(order_id: str) -> dict[str, Any]:
+        """Look up an order.
+
+        Args:
+            order_id: The order id.
+        """
+        attempts[order_id] = attempts.get(order_id, 0) + 1
+        if order_id.startswith("X"):
+            raise LookupError(f"order {order_id} not found")
+        if order_id == "F1" and attempts[order_id] == 1:
+            raise TimeoutError("backend busy")
+        return {"order_id": order_id}
+
+    model = ScriptedModel(
+        [
+            call("lookup", order_id="X1"),
+            call("lookup", order_id="F1"),
+            call("lookup", order_id="F1"),
+            call("lookup", order_id="A1"),
+            "done",
+        ]
+    )
+    policy = LayeredContextPolicy()
+    agent = Agent(
+        model, ToolRegistry([lookup]), AgentConfig(system_prompt="sys"), context_policy=policy
+    )
+    state = agent.start("Find order X1 or F1")
+    list(agent.run(state))
+    errors = [m for m in state.messages if isinstance(m, ToolMessage) and m.is_error]
+    assert [m.content for m in errors] == [
+        "Error: LookupError: order X1 not found",
+        "Error: TimeoutError: backend busy",
+    ]
+    last = model.requests[-1].messages
+    assert_valid(last)
+    seen = [m.content for m in last if isinstance(m, ToolMessage)]
+    assert errors[0].content in seen  # says something: stays
+    assert errors[1].content not in seen  # retried as is and it worked: superseded
