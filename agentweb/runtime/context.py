@@ -42,7 +42,7 @@ from .events import Event
 from .gateway import Model, ToolSpec
 from .messages import AssistantMessage, Message, SystemMessage, ToolMessage, Usage, UserMessage
 from .selection import SEARCH_TOOL, BM25Scorer, ToolScorer, make_search_tool, rank_tools
-from .tokens import EstimateCounter, TokenCounter
+from .tokens import EstimateCounter, TokenCounter, default_counter
 from .tools import ToolRegistry
 
 if TYPE_CHECKING:
@@ -185,6 +185,25 @@ class LayeredContextPolicy(ContextPolicy):
         self.search_tool_over = search_tool_over if search_tool_over is not None else top_n
 
     # -- public ----------------------------------------------------------------------------
+
+    @classmethod
+    def for_model(
+        cls, model: Model, budget_tokens: int = 16000, *, spec: str | None = None, **options: Any
+    ) -> LayeredContextPolicy:
+        """The policy for a run of ``model``: it summarizes with the same model and counts
+        tokens with tiktoken for ``openai:<model>`` specs when that works offline.
+
+        A scripted model (the demo) reads its whole history and plays fixed scenarios: it
+        gets every allowed tool and full tool results, and no summarizer (its replies
+        are scenario steps, not summaries); the budget, facts and the context info stay.
+        ``options`` override any of these."""
+        settings: dict[str, Any] = {"counter": default_counter(spec)}
+        if getattr(model, "scripted", False):
+            settings.update(summarizer=None, top_n=None, digest_over_chars=None)
+        else:
+            settings["summarizer"] = model
+        settings.update(options)
+        return cls(budget_tokens, **settings)
 
     def with_search_tool(self, registry: ToolRegistry) -> ToolRegistry:
         """``registry`` plus the ``search_tools`` meta-tool when it is large enough that

@@ -707,3 +707,18 @@ def test_a_tool_error_stays_unless_a_retry_with_the_same_arguments_worked() -> N
     seen = [m.content for m in last if isinstance(m, ToolMessage)]
     assert errors[0].content in seen  # says something: stays
     assert errors[1].content not in seen  # retried as is and it worked: superseded
+
+
+def test_for_model_summarizes_with_the_model_and_spares_a_scripted_one() -> None:
+    class RealLike(ScriptedModel):
+        scripted = False
+
+    real = RealLike()
+    policy = LayeredContextPolicy.for_model(real, 12000, spec="openai:gpt-4o")
+    assert policy.summarizer is real and policy.budget_tokens == 12000 and policy.top_n == 8
+    assert policy.counter.name in ("estimate", "tiktoken:o200k_base")
+    demo = ScriptedModel()
+    policy = LayeredContextPolicy.for_model(demo, spec="demo")
+    assert policy.summarizer is None and policy.top_n is None
+    assert policy.digest_over_chars is None and policy.budget_tokens == 16000
+    assert LayeredContextPolicy.for_model(demo, top_n=5).top_n == 5
