@@ -3,9 +3,10 @@ the database, so a lost or repeated wake-up costs a query, never an event.
 
 Run socket protocol (``/ws/runs/<id>/?after=<seq>``), server → client JSON:
 
-- ``{"kind": "events", "events": [{"seq", "type", "html"}...], "last_seq"}``: every stored
-  event after the last one sent, in seq order; ``html`` is the escaped fragment whose root
-  has ``id="event-<seq>"``.
+- ``{"kind": "events", "events": [{"seq", "type", "html"}...], "last_seq", "read_at"}``:
+  every stored event after the last one sent, in seq order; ``html`` is the escaped
+  fragment whose root has ``id="event-<seq>"``; ``read_at`` is the server's clock (Unix
+  seconds) when the events were read from the database.
 - ``{"kind": "state", "status", "active", "last_seq", "header", "approvals": {call_id:
   html}}``: the run header and the viewer's approval controls, after each batch.
 - ``{"kind": "delta", "text"}``: the streamed text of the current model call (preview only;
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -84,7 +86,9 @@ def _read_run(run_id: int, after: int) -> Snapshot:
                 {"seq": step.seq, "type": step.type, "html": fragments.event_html(run, step)}
             )
     last = batch[-1]["seq"] if batch else after
-    message = json.dumps({"kind": "events", "events": batch, "last_seq": last})
+    message = json.dumps(
+        {"kind": "events", "events": batch, "last_seq": last, "read_at": time.time()}
+    )
     return Snapshot(run=run, after=after, events=batch, message=message)
 
 

@@ -69,6 +69,7 @@ class Follower:
     def __init__(self, url: str, run_id: int, cookie: str) -> None:
         self.url, self.run_id, self.cookie = url, run_id, cookie
         self.received: list[tuple[int, float]] = []
+        self.read_at: dict[int, float] = {}
         self.connected_at = 0.0
         self.done = asyncio.Event()
         self.error = ""
@@ -90,6 +91,8 @@ class Follower:
                     msg = json.loads(raw)
                     if msg["kind"] == "events":
                         self.received.extend((e["seq"], now) for e in msg["events"])
+                        for e in msg["events"]:
+                            self.read_at[e["seq"]] = msg.get("read_at", now)
                     elif msg["kind"] == "state" and not msg["active"]:
                         last = self.received[-1][0] if self.received else 0
                         if last >= msg["last_seq"]:
@@ -207,6 +210,23 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         ]
         await asyncio.gather(*(r.wait() for r in readies))
         connect_errors = [f.error for f in followers if f.error]
+        # An observer on the channel layer: when does the wake-up for each stored step reach
+        # a subscriber? That part (worker commit → publish → Redis) is before any consumer.
+        from channels.layers import get_channel_layer
+
+        layer = get_channel_layer()
+        observer = await layer.new_channel()
+        for run_id in runs:
+            await layer.group_add(f"run-{run_id}", observer)
+        wakeups: dict[tuple[int, int], float] = {}
+
+        async def observe() -> None:
+            while True:
+                msg = await layer.receive(observer)
+                if msg.get("type") == "run.event":
+                    wakeups.setdefault((msg["run"], msg["seq"]), time.time())
+
+        observing = asyncio.create_task(observe())
         started = time.time()
         worker = await asyncio.to_thread(start_worker, env, tmp, "bench-worker", args.concurrency)
         stop = threading.Event()
@@ -215,6 +235,7 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         stop.set()
         decided = await approvals
         elapsed = time.time() - started
+        observing.cancel()
 
         stored = await asyncio.to_thread(
             lambda: {
@@ -228,7 +249,10 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
         last_seq = {
             run_id: max((s for (r, s) in stored if r == run_id), default=0) for run_id in runs
         }
+        to_wakeup = [(woke - stored[key]) * 1000 for key, woke in wakeups.items() if key in stored]
         latencies: list[float] = []
+        to_read: list[float] = []  # commit → the server read it (wake-up + query)
+        to_client: list[float] = []  # the server read it → arrival (render, send, client)
         missing = repeated = out_of_order = 0
         bad_clients = 0
         for f in followers:
@@ -251,6 +275,9 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 at = stored.get((f.run_id, seq))
                 if at is not None and at > f.connected_at:
                     latencies.append((arrived - at) * 1000)
+                    read = f.read_at.get(seq, arrived)
+                    to_read.append((read - at) * 1000)
+                    to_client.append((arrived - read) * 1000)
         result = {
             "model": env["AGENTWEB_MODEL"] + (f" ({args.model_ms:g} ms per call)" if llm else ""),
             "clients": args.clients,
@@ -265,6 +292,19 @@ async def main_async(args: argparse.Namespace) -> dict[str, Any]:
                 "p95": round(percentile(latencies, 95), 2),
                 "p99": round(percentile(latencies, 99), 2),
                 "max": round(max(latencies), 2) if latencies else None,
+            },
+            "commit_to_wakeup_ms": {
+                "p50": round(statistics.median(to_wakeup), 2) if to_wakeup else None,
+                "p95": round(percentile(to_wakeup, 95), 2),
+                "note": "last step of each stored batch; before any consumer runs",
+            },
+            "commit_to_server_read_ms": {
+                "p50": round(statistics.median(to_read), 2) if to_read else None,
+                "p95": round(percentile(to_read, 95), 2),
+            },
+            "server_read_to_client_ms": {
+                "p50": round(statistics.median(to_client), 2) if to_client else None,
+                "p95": round(percentile(to_client, 95), 2),
             },
             "missing_events": missing,
             "repeated_events": repeated,
@@ -311,6 +351,16 @@ def main() -> int:
     print(
         f"  commit → client latency: p50 {lat['p50']} ms, p95 {lat['p95']} ms, "
         f"p99 {lat['p99']} ms, max {lat['max']} ms (bar: p95 <= {BAR_P95_MS} ms)"
+    )
+    split_a, split_b = result["commit_to_server_read_ms"], result["server_read_to_client_ms"]
+    wake = result["commit_to_wakeup_ms"]
+    print(
+        f"  commit → channel-layer wake-up (worker and Redis, before any consumer): "
+        f"p50 {wake['p50']} / p95 {wake['p95']} ms"
+    )
+    print(
+        f"  of which commit → server read: p50 {split_a['p50']} / p95 {split_a['p95']} ms; "
+        f"server read → client: p50 {split_b['p50']} / p95 {split_b['p95']} ms"
     )
     print(
         f"  missing {result['missing_events']}, repeated {result['repeated_events']}, "
