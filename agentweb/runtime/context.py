@@ -193,13 +193,13 @@ class LayeredContextPolicy(ContextPolicy):
         """The policy for a run of ``model``: it summarizes with the same model and counts
         tokens with tiktoken for ``openai:<model>`` specs when that works offline.
 
-        A scripted model (the demo) reads its whole history and plays fixed scenarios: it
-        gets every allowed tool and full tool results, and no summarizer (its replies
-        are scenario steps, not summaries); the budget, facts and the context info stay.
-        ``options`` override any of these."""
+        A scripted model (the demo) plays fixed scenarios that use whichever bundled tools
+        they need and knows nothing of ``search_tools``: it gets every allowed tool, and
+        no summarizer (its replies are scenario steps, not summaries). Budget, digests,
+        facts and the context info stay. ``options`` override any of these."""
         settings: dict[str, Any] = {"counter": default_counter(spec)}
         if getattr(model, "scripted", False):
-            settings.update(summarizer=None, top_n=None, digest_over_chars=None)
+            settings.update(summarizer=None, top_n=None)
         else:
             settings["summarizer"] = model
         settings.update(options)

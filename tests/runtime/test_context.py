@@ -720,5 +720,5 @@ def test_for_model_summarizes_with_the_model_and_spares_a_scripted_one() -> None
     demo = ScriptedModel()
     policy = LayeredContextPolicy.for_model(demo, spec="demo")
     assert policy.summarizer is None and policy.top_n is None
-    assert policy.digest_over_chars is None and policy.budget_tokens == 16000
+    assert policy.digest_over_chars == 2000 and policy.budget_tokens == 16000
     assert LayeredContextPolicy.for_model(demo, top_n=5).top_n == 5
