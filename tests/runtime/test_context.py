@@ -346,12 +346,14 @@ def test_it_summarizes_evicted_steps_with_the_summarizer_and_falls_back_when_it_
     replies: list[Any] = [call("search_kb", query=f"returns {i}") for i in range(14)] + ["done"]
     model = ScriptedModel(replies)
     policy = LayeredContextPolicy(1400, summarizer=summarizer)
-    agent = Agent(
-        model, TOOLS, AgentConfig(system_prompt="sys", max_iterations=30), context_policy=policy
-    )
+    config = AgentConfig(system_prompt="sys", max_iterations=30, stream=True)
+    agent = Agent(model, TOOLS, config, context_policy=policy)
     state = agent.start("Order A1001: what is the return policy?")
-    events = list(agent.run(state))
+    events = list(agent.run(state, on_delta=lambda text: None))
     assert isinstance(state.outcome, Finished)
+    # summaries are blocking calls made before a model call, never during a streamed one
+    assert all(r.streamed for r in model.requests)
+    assert summarizer.requests and not any(r.streamed for r in summarizer.requests)
     compacted = [e.data for e in events if e.type == CONTEXT_COMPACTED and "summarized" in e.data]
     assert compacted[0]["summarized"]["by"] == "steps"
     assert "HTTP 500" in compacted[0]["summary_error"]
@@ -722,3 +724,20 @@ def test_for_model_summarizes_with_the_model_and_spares_a_scripted_one() -> None
     assert policy.summarizer is None and policy.top_n is None
     assert policy.digest_over_chars == 2000 and policy.budget_tokens == 16000
     assert LayeredContextPolicy.for_model(demo, top_n=5).top_n == 5
+
+
+def test_without_summaries_evicted_steps_just_leave_and_facts_stay() -> None:
+    replies: list[Any] = [call("get_order", order_id="A1001")]
+    replies += [call("search_kb", query=f"returns {i}") for i in range(10)] + ["done"]
+    model = ScriptedModel(replies)
+    policy = LayeredContextPolicy(1400, summarize=False)
+    config = AgentConfig(system_prompt="sys", max_iterations=30)
+    agent = Agent(model, TOOLS, config, context_policy=policy)
+    events = list(agent.run(agent.start("Where is my order?")))
+    assert any("evicted" in e.data for e in events if e.type == CONTEXT_COMPACTED)
+    assert not any("summarized" in e.data for e in events)
+    for request in model.requests:
+        assert_valid(request.messages)
+        assert sent_tokens(request) <= 1400
+    memory = [m.content for m in model.requests[-1].messages if isinstance(m, UserMessage)][1]
+    assert "order_id: A1001" in memory and "Summary" not in memory
