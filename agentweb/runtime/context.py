@@ -237,8 +237,7 @@ class LayeredContextPolicy(ContextPolicy):
         start = self._window_begin(msgs, mem)
         if self.drop_superseded:
             self._drop_superseded(msgs, mem, start, done)
-        if self.digest_over_chars is not None:
-            self._digest(msgs, mem, start, done, force=False)
+        self._digest(msgs, mem, start, done, force=False)
         view = self._assemble(msgs, mem)
         if view.tokens + tool_tokens > self.budget_tokens:
             self._evict(state, mem, view, tool_tokens, done)
@@ -424,9 +423,12 @@ class LayeredContextPolicy(ContextPolicy):
         *,
         force: bool,
     ) -> None:
-        limit = self.digest_over_chars if self.digest_over_chars is not None else 2000
-        if force:
-            limit = min(limit, 2000)
+        if self.digest_over_chars is None:
+            return
+        # the last resort for the budget digests every result longer than a digest
+        limit = (
+            min(self.digest_over_chars, _FORCED_DIGEST_OVER) if force else self.digest_over_chars
+        )
         spare = set() if force else self._recent_calls(msgs)
         seen = set(mem.digested)
         new: list[str] = []
@@ -465,6 +467,9 @@ class LayeredContextPolicy(ContextPolicy):
             return
         window_total = sum(t for _, t in units)
         fixed = view.tokens - window_total + tool_tokens
+        if not any(layer["layer"] == "facts" and layer["sent"] for layer in view.layers):
+            facts_text, _ = self._memory_text(mem)  # the memory message comes with eviction
+            fixed += self.counter.count_text(f"{MEMORY_HEADER}\n\n{facts_text}") + 8
         reserve = 0  # room for the summary to grow to its bound
         if self.summarize:
             current = self.counter.count_text(mem.summary) if mem.summary else 0
@@ -614,6 +619,7 @@ class LayeredContextPolicy(ContextPolicy):
 
 
 _ACTIONS = ("dropped_superseded", "digested", "evicted", "summarized")
+_FORCED_DIGEST_OVER = 1000
 
 
 def _selection_query(msgs: Sequence[Message]) -> str:

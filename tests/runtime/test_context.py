@@ -741,3 +741,58 @@ def test_without_summaries_evicted_steps_just_leave_and_facts_stay() -> None:
         assert sent_tokens(request) <= 1400
     memory = [m.content for m in model.requests[-1].messages if isinstance(m, UserMessage)][1]
     assert "order_id: A1001" in memory and "Summary" not in memory
+
+
+def test_a_turn_too_big_for_the_budget_is_digested_at_once() -> None:
+    both = [call("get_order", order_id="A1001"), call("get_order", order_id="A1002")]
+    model = ScriptedModel([both, "done"])
+    agent = Agent(
+        model,
+        TOOLS,
+        AgentConfig(system_prompt="sys"),
+        context_policy=LayeredContextPolicy(1500, top_n=2),
+    )
+    events = list(agent.run(agent.start("Compare orders A1001 and A1002")))
+    assert sent_tokens(model.requests[1]) <= 1500
+    results = [m for m in model.requests[1].messages if isinstance(m, ToolMessage)]
+    assert len(results) == 2 and all(m.content.startswith("[digest of a") for m in results)
+    ctx = [e.data["context"] for e in events if e.type == MODEL_CALLED][1]
+    assert ctx["over_budget"] is False
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_random_runs_stay_valid_and_within_budget(seed: int) -> None:
+    import random
+
+    rnd = random.Random(seed)
+    budget = rnd.choice([1500, 2500, 4000])
+    choices: list[Any] = [
+        lambda i: call("get_order", order_id=f"A{i}"),
+        lambda i: call("search_kb", query=f"q{i}"),
+        lambda i: call("get_customer", customer_id=i),  # refused arguments
+        lambda i: call("get_customer", customer_id=f"C{i}"),
+        lambda i: call("check_inventory", sku=f"K{i}"),
+        lambda i: [
+            call("track_shipment", tracking_number=f"T{i}"),
+            call("get_order", order_id=f"B{i}"),
+        ],
+        lambda i: AssistantMessage(
+            content=f"thinking {i} " * rnd.randint(1, 40),
+            tool_calls=[call("check_inventory", sku=f"S{i}")],
+        ),
+    ]
+    replies = [rnd.choice(choices)(i) for i in range(rnd.randint(10, 40))] + ["done"]
+    model = ScriptedModel(replies)
+    summarizer = ScriptedModel([lambda m, t: "summary " * rnd.randint(1, 400)] * 50)
+    policy = LayeredContextPolicy(
+        budget, summarizer=summarizer if rnd.random() < 0.5 else None, top_n=rnd.randint(1, 7)
+    )
+    config = AgentConfig(system_prompt="sys " * rnd.randint(1, 50), max_iterations=60)
+    agent = Agent(model, TOOLS, config, context_policy=policy)
+    state = agent.start("Task about order A1 for customer C1.")
+    list(agent.run(state))
+    assert isinstance(state.outcome, Finished), state.outcome
+    for request in model.requests:
+        assert_valid(request.messages)
+        assert sent_tokens(request) <= budget
+        assert request.tools
