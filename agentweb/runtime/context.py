@@ -19,6 +19,7 @@ resumed in another process sees the same context. The full messages are never ch
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -307,11 +308,8 @@ class LayeredContextPolicy(ContextPolicy):
                 if m.call_id in dropped_calls:
                     continue
                 if m.call_id in digested:
-                    m = m.model_copy(
-                        update={
-                            "content": digest_result(m.name, m.content, fact_keys=self.fact_keys)
-                        }
-                    )
+                    digest = _digest_of(m.name, m.content, self.fact_keys)
+                    m = m.model_copy(update={"content": digest})
             out.append(m)
             pos.append(i)
         fixed, kept = repair(out)
@@ -619,6 +617,14 @@ class LayeredContextPolicy(ContextPolicy):
 
 
 _ACTIONS = ("dropped_superseded", "digested", "evicted", "summarized")
+
+
+@functools.lru_cache(maxsize=512)
+def _digest_of(tool: str, content: str, fact_keys: tuple[str, ...]) -> str:
+    """Digests are rebuilt at every call of a run: the same result gives the same digest."""
+    return digest_result(tool, content, fact_keys=fact_keys)
+
+
 _FORCED_DIGEST_OVER = 1000
 
 
