@@ -453,6 +453,7 @@ def bundled_specs() -> tuple[list[ToolSpec], str]:
     """The real bundled tool specs when Django can be set up, else the copies above."""
     try:
         os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentweb.settings")
+        os.environ.setdefault("DEBUG", "1")  # only to read tool descriptions: no server here
         import django
 
         django.setup()
