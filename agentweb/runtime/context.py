@@ -219,6 +219,18 @@ class LayeredContextPolicy(ContextPolicy):
         return ToolRegistry([*registry, make_search_tool(registry, scorer=self.scorer)])
 
     def prepare(self, state: LoopState, registry: ToolRegistry) -> PreparedContext:
+        try:
+            return self._prepare(state, registry)
+        except Exception as exc:  # a bug here must not end a customer's run: send it all
+            log.exception("context policy failed; sending every message and tool")
+            info = {
+                "budget": self.budget_tokens,
+                "error": f"{type(exc).__name__}: {exc}"[:300],
+                "fallback": "all messages and tools",
+            }
+            return PreparedContext(state.messages, registry.specs(), [], info)
+
+    def _prepare(self, state: LoopState, registry: ToolRegistry) -> PreparedContext:
         mem = ContextMemory.model_validate(state.memory.get("context") or {})
         msgs = state.messages
         if self.pin_facts and mem.facts_scanned < len(msgs):

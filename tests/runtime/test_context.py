@@ -796,3 +796,19 @@ def test_random_runs_stay_valid_and_within_budget(seed: int) -> None:
         assert_valid(request.messages)
         assert sent_tokens(request) <= budget
         assert request.tools
+
+
+def test_a_failing_policy_falls_back_to_everything_instead_of_ending_the_run() -> None:
+    class Broken(EstimateCounter):
+        def count_tools(self, tools: Any) -> int:
+            raise RuntimeError("boom")
+
+    model = ScriptedModel([call("get_order", order_id="A1001"), "ok"])
+    policy = LayeredContextPolicy(counter=Broken())
+    agent = Agent(model, TOOLS, AgentConfig(system_prompt="sys"), context_policy=policy)
+    state = agent.start("Order A1001?")
+    events = list(agent.run(state))
+    assert isinstance(state.outcome, Finished)
+    assert len(model.requests[1].messages) == 4 and len(model.requests[1].tools) == len(TOOLS)
+    ctx = next(e.data["context"] for e in events if e.type == MODEL_CALLED)
+    assert ctx["error"] == "RuntimeError: boom"
