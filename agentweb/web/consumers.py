@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
+import weakref
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -37,6 +39,7 @@ from agentweb.web import fragments, timeline
 from agentweb.web.context import pending_count
 
 BATCH = 200
+log = logging.getLogger(__name__)
 
 
 def _query_int(scope: dict[str, Any], name: str) -> int:
@@ -135,12 +138,127 @@ class SharedReads:
 shared_reads = SharedReads()
 
 
+def _log_failure(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled() and task.exception() is not None:
+        log.warning("run follower failed", exc_info=task.exception())
+
+
+def _render_state(run: Run, user: Any) -> tuple[str, dict[str, str]]:
+    return (
+        fragments.header_html(run, user),
+        fragments.approval_slots_html(run, user, f"/runs/{run.pk}/"),
+    )
+
+
+class RunFanout:
+    """One channel-layer subscription per followed run and process.
+
+    However many browsers in this process follow a run, Redis delivers each wake-up for
+    it once, to a channel of this run; the followers here are woken directly. Adding and
+    dropping the subscription of a run is serialised by a per-run lock, and a follower is
+    woken only after the subscription exists (subscribe first, then read)."""
+
+    LINGER = 60.0  # seconds a subscription outlives its last follower
+    RENEW = 3600.0  # re-add memberships this old (the layer expires groups after a day)
+
+    def __init__(self, layer: Any) -> None:
+        self.layer = layer
+        self.followers: dict[int, set[RunConsumer]] = {}
+        self.channels: dict[int, str] = {}
+        self.added_at: dict[int, float] = {}
+        self.readers: dict[int, asyncio.Future[None]] = {}
+        self.droppers: set[asyncio.Future[None]] = set()
+        self.renders: dict[tuple[Any, ...], asyncio.Future[tuple[str, dict[str, str]]]] = {}
+        self.locks: dict[int, asyncio.Lock] = {}
+
+    async def state(self, run: Run, user: Any) -> tuple[str, dict[str, str]]:
+        """Header and approval controls; followers woken together share one render."""
+        cached = fragments.cached_state(run, user)
+        if cached is not None:
+            return cached
+        key = fragments.state_key(run, user)
+        future = self.renders.get(key)
+        if future is None:
+            future = asyncio.ensure_future(off_thread(_render_state)(run, user))
+            self.renders[key] = future
+            future.add_done_callback(lambda _: self.renders.pop(key, None))
+        return await asyncio.shield(future)
+
+    async def follow(self, run_id: int, consumer: RunConsumer) -> None:
+        self.followers.setdefault(run_id, set()).add(consumer)
+        lock = self.locks.setdefault(run_id, asyncio.Lock())
+        async with lock:
+            channel = self.channels.get(run_id)
+            if channel is None:
+                # The default prefix: channels-redis receives all of a process's own
+                # channels through one queue.
+                channel = await self.layer.new_channel()
+                self.channels[run_id] = channel
+                self.readers[run_id] = asyncio.ensure_future(self._read(run_id, channel))
+            if time.monotonic() - self.added_at.get(run_id, -self.RENEW) >= self.RENEW:
+                await self.layer.group_add(publish.run_group(run_id), channel)
+                self.added_at[run_id] = time.monotonic()
+
+    async def unfollow(self, run_id: int, consumer: RunConsumer) -> None:
+        followers = self.followers.get(run_id)
+        if followers is None:
+            return
+        followers.discard(consumer)
+        if not followers:
+            dropper = asyncio.ensure_future(self._drop_later(run_id))
+            self.droppers.add(dropper)
+            dropper.add_done_callback(self.droppers.discard)
+
+    async def _drop_later(self, run_id: int) -> None:
+        await asyncio.sleep(self.LINGER)
+        lock = self.locks.setdefault(run_id, asyncio.Lock())
+        async with lock:
+            if self.followers.get(run_id) or run_id not in self.channels:
+                return
+            channel = self.channels.pop(run_id)
+            self.added_at.pop(run_id, None)
+            self.followers.pop(run_id, None)
+            reader = self.readers.pop(run_id, None)
+            try:
+                await self.layer.group_discard(publish.run_group(run_id), channel)
+            finally:
+                if reader is not None:
+                    reader.cancel()
+
+    async def _read(self, run_id: int, channel: str) -> None:
+        while True:
+            try:
+                message = await self.layer.receive(channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # the record is in PostgreSQL; keep listening
+                log.warning("fan-out receive for run %s failed", run_id, exc_info=True)
+                await asyncio.sleep(0.5)
+                continue
+            for consumer in list(self.followers.get(run_id, ())):
+                consumer.wake(message)
+
+
+_fanouts: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, RunFanout] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def fanout(layer: Any) -> RunFanout:
+    """The fan-out of this event loop (one per server process; one per test)."""
+    loop = asyncio.get_running_loop()
+    found = _fanouts.get(loop)
+    if found is None:
+        found = _fanouts[loop] = RunFanout(layer)
+    return found
+
+
 class RunConsumer(AsyncJsonWebsocketConsumer):
     run_id: int
     sent: int
-    group: str
-    may_cancel_any: bool
-    may_decide: bool
+    lock: asyncio.Lock
+    following: bool = False
+    closed: bool = False
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -152,33 +270,50 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4403)
             return
         self.sent = _query_int(self.scope, "after")
-        self.group = publish.run_group(self.run_id)
-        # Subscribe first, then read: an event committed in between is either in the read
-        # or announced by a wake-up after it (and then read again, deduplicated by seq).
-        await self.channel_layer.group_add(self.group, self.channel_name)
-        await self.accept()
-        await self.send_new(hint=None)
+        self.lock = asyncio.Lock()
+        async with self.lock:
+            # Subscribe first, then read: an event committed in between is either in the
+            # read or announced by a wake-up after it (read again, deduplicated by seq).
+            await fanout(self.channel_layer).follow(self.run_id, self)
+            self.following = True
+            await self.accept()
+            await self.send_new(hint=None)
 
     async def disconnect(self, code: int) -> None:
-        if getattr(self, "group", None):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+        self.closed = True
+        if self.following:
+            await fanout(self.channel_layer).unfollow(self.run_id, self)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if isinstance(content, dict) and content.get("kind") == "resync":
-            after = content.get("after")
-            if isinstance(after, int) and 0 <= after < self.sent:
-                self.sent = after
-            await self.send_new(hint=None)
+            async with self.lock:
+                after = content.get("after")
+                if isinstance(after, int) and 0 <= after < self.sent:
+                    self.sent = after
+                await self.send_new(hint=None)
 
-    async def run_event(self, message: dict[str, Any]) -> None:
+    def wake(self, message: dict[str, Any]) -> None:
+        """Called by the fan-out for each wake-up of this run."""
+        task = asyncio.ensure_future(self._on_wake(message))
+        task.add_done_callback(_log_failure)
+
+    async def _on_wake(self, message: dict[str, Any]) -> None:
+        if self.closed:
+            return
+        kind = message.get("type")
+        if kind == "run.delta":
+            await self.send_json({"kind": "delta", "text": str(message.get("text", ""))})
+            return
+        if kind != "run.event":
+            return
         seq = message.get("seq")
         hint = seq if isinstance(seq, int) and seq > 0 else None
-        if hint is not None and hint <= self.sent:
-            hint = self.sent  # an old or repeated wake-up: still re-check, cheaply
-        await self.send_new(hint=hint)
-
-    async def run_delta(self, message: dict[str, Any]) -> None:
-        await self.send_json({"kind": "delta", "text": str(message.get("text", ""))})
+        async with self.lock:
+            if self.closed:
+                return
+            if hint is not None and hint <= self.sent:
+                hint = self.sent  # an old or repeated wake-up: still re-check, cheaply
+            await self.send_new(hint=hint)
 
     async def send_new(self, hint: int | None) -> None:
         while True:
@@ -192,10 +327,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             hint = None
 
     async def _state(self, run: Run) -> dict[str, Any]:
-        user = self.scope["user"]
-        # Followers of a run share these renders; only the first goes to a thread.
-        cached = fragments.cached_state(run, user)
-        header, slots = cached or await off_thread(self._render_state)(run, user)
+        header, slots = await fanout(self.channel_layer).state(run, self.scope["user"])
         return {
             "kind": "state",
             "status": run.status,
@@ -204,13 +336,6 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             "header": header,
             "approvals": slots,
         }
-
-    @staticmethod
-    def _render_state(run: Run, user: Any) -> tuple[str, dict[str, str]]:
-        return (
-            fragments.header_html(run, user),
-            fragments.approval_slots_html(run, user, f"/runs/{run.pk}/"),
-        )
 
     @off_thread
     def _visible(self) -> bool:

@@ -100,6 +100,10 @@ def _slots_key(run: Run, user: Any) -> tuple[Any, ...]:
     return (run.pk, run.last_seq, run.status, user.pk, user.has_perm("runs.decide_approval"))
 
 
+def state_key(run: Run, user: Any) -> tuple[Any, ...]:
+    return (_header_key(run, user), _slots_key(run, user) if run.last_seq else None)
+
+
 def cached_state(run: Run, user: Any) -> tuple[str, dict[str, str]] | None:
     """Header and approval controls when both are already rendered, without touching the
     database (the user's permissions must be loaded already)."""

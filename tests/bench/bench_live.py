@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import re
 import statistics
 import sys
@@ -105,7 +106,8 @@ class Follower:
 
 
 def paced_model(delay_s: float) -> Any:
-    """A model with a real model's pace: look up the order, search the KB, answer."""
+    """A model with a real model's pace (each call takes ``delay_s`` +-50 %): look up the
+    order, search the KB, answer."""
 
     def respond(req: Recorded) -> Reply:
         messages = req.json["messages"]
@@ -120,7 +122,9 @@ def paced_model(delay_s: float) -> Any:
             body = oa_reply(tool_calls=[oa_call("c-2", "search_kb", {"query": "delivery times"})])
         else:
             body = oa_reply(content="Your order is on its way; it should arrive within 3 days.")
-        return Reply(delay=delay_s, json=body)
+        # Real model calls do not all take the same time: +-50 % keeps 40 runs from
+        # stepping in lockstep.
+        return Reply(delay=delay_s * random.uniform(0.5, 1.5), json=body)
 
     return respond
 
