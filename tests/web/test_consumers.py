@@ -250,3 +250,41 @@ async def test_events_committed_during_connect_are_not_lost(setup_run: dict) -> 
     results = await asyncio.gather(writer(), *(client() for _ in range(5)))
     for got in results[1:]:
         assert got == list(range(1, 24))
+
+
+async def test_followers_of_one_run_share_a_subscription_and_leave_alone(setup_run: dict) -> None:
+    run = setup_run["run"]
+    first = communicator(f"/ws/runs/{run.pk}/", setup_run["cookie"])
+    second = communicator(f"/ws/runs/{run.pk}/", setup_run["cookie"])
+    for comm in (first, second):
+        assert (await comm.connect())[0]
+        await receive_until_state(comm)
+    await sync_to_async(f.emit)(run, f.tool_finished())
+    for comm in (first, second):
+        events, _ = await receive_until_state(comm)
+        assert seqs(events) == [4]
+    await first.disconnect()
+    await sync_to_async(f.emit)(run, f.model_called(text="Next."))
+    events, _ = await receive_until_state(second)
+    assert seqs(events) == [5]
+    await second.disconnect()
+
+
+async def test_a_decision_updates_every_followers_approval_controls(setup_run: dict) -> None:
+    run = setup_run["run"]
+    approval = await sync_to_async(f.request_approval)(run)
+    approver = await sync_to_async(_user)("appr2", role="approver")
+    comm = communicator(f"/ws/runs/{run.pk}/", setup_run["cookie"])
+    assert (await comm.connect())[0]
+    _, state = await receive_until_state(comm)
+    assert "approval-pending" in state["approvals"]["c9"]
+    from agentweb.runs import actions
+
+    await sync_to_async(actions.do_decide_approval)(
+        approval_id=approval.pk, user=approver, decision="reject", comment="Too much <b>x</b>"
+    )
+    events, state = await receive_until_state(comm)
+    assert [e["type"] for e in events] == ["approval_decided"]
+    slot = state["approvals"]["c9"]
+    assert "approval-rejected" in slot and "&lt;b&gt;x&lt;/b&gt;" in slot
+    await comm.disconnect()
