@@ -326,7 +326,12 @@ def runs(request: Request) -> HttpResponse:
         .annotate(n_tools=Count("events", filter=Q(events__type="tool_call_started")))
     )
     page = Paginator(qs, RUNS_PER_PAGE).get_page(request.GET.get("page"))
-    context = {"form": form, "page": page, "runs": page.object_list}
+    context = {
+        "form": form,
+        "page": page,
+        "runs": page.object_list,
+        "tool_names": [t["name"] for t in _registered_tools()],
+    }
     if request.htmx and request.htmx.target == "runs-table":
         return render(request, "web/_runs_table.html", context)
     return render(request, "web/runs.html", context)
