@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.utils import timezone
 
+from agentweb.runtime.context import LayeredContextPolicy
 from agentweb.runtime.gateway import Model, model_from_config
 from agentweb.runtime.loop import Agent, AgentConfig
 from agentweb.runtime.tools import ToolRegistry, load_tools
@@ -117,10 +118,17 @@ def profile_tools(profile: AgentProfile) -> ToolRegistry:
 
 def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
     profile = run.agent
+    spec = run.model or settings.AGENTWEB_MODEL
+    model = model_for(spec)
+    # What each model call sees: system prompt, pinned facts, summary, working window and
+    # the most relevant tools, within the profile's token budget (scripted models see
+    # every tool: they play fixed scenarios).
+    policy = LayeredContextPolicy.for_model(model, profile.context_budget_tokens, spec=spec)
+    tools = policy.with_search_tool(profile_tools(profile).subset(allowed_tools(profile)))
     config = AgentConfig(
         system_prompt=render_prompt(profile.system_prompt, prompt_variables(run)),
         max_iterations=profile.max_iterations,
-        allowed_tools=allowed_tools(profile),
+        allowed_tools=tools.names(),
         risk_overrides=dict(profile.risk_overrides or {}),
         stream=settings.AGENTWEB_STREAM,
     )
@@ -130,9 +138,10 @@ def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
 
     validator = validator_for_ticket(run.ticket_id, since=run.created_at)
     return Agent(
-        model=model_for(run.model or settings.AGENTWEB_MODEL),
-        tools=profile_tools(profile),
+        model=model,
+        tools=tools,
         config=config,
         validator=validator,
         journal=journal,
+        context_policy=policy,
     )
