@@ -114,6 +114,8 @@ CHANNEL_LAYERS = {
         "CONFIG": {"hosts": [_channels_redis], "capacity": 1500, "expiry": 30},
     }
 }
+# Separate installations (or test stacks) sharing one Redis use separate queues.
+CELERY_TASK_DEFAULT_QUEUE = env_str("AGENTWEB_QUEUE", "celery")
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1

@@ -7,6 +7,7 @@ the bundled ticket tools act on the seeded demo shop.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -71,6 +72,8 @@ def env(stack_env: dict[str, str], llm: FakeLLMServer) -> dict[str, str]:
         "OPENAI_API_KEY": "test-key",
         "AGENTWEB_STREAM": "0",
         "AGENTWEB_LEASE_SECONDS": "3",
+        # A queue of its own: the session's demo-model worker must not take these runs.
+        "AGENTWEB_QUEUE": f"e2e-{os.getpid()}",
     }
 
 
