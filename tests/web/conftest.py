@@ -1,7 +1,10 @@
+import contextlib
+import threading
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.db import connections
+from django.db import connection, connections
 
 
 @pytest.fixture(autouse=True)
@@ -14,3 +17,22 @@ def _short_lived_connections() -> None:
 @pytest.fixture(autouse=True)
 def _fast_passwords(settings: Any) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_read_pool_connections(django_db_setup: None) -> Iterator[None]:
+    """Close the database connections the consumers' read threads hold, before the test
+    database is dropped."""
+    yield
+    from agentweb.web.consumers import READ_POOL
+
+    size = READ_POOL._max_workers
+    barrier = threading.Barrier(size)
+
+    def close() -> None:
+        connection.close()
+        with contextlib.suppress(threading.BrokenBarrierError):
+            barrier.wait(timeout=2)  # one task per thread
+
+    for future in [READ_POOL.submit(close) for _ in range(size)]:
+        future.result()
