@@ -18,7 +18,8 @@ import os
 import threading
 from typing import Any
 
-from channels.layers import get_channel_layer
+from channels import DEFAULT_CHANNEL_LAYER
+from channels.layers import channel_layers
 from django.db import transaction
 
 log = logging.getLogger(__name__)
@@ -64,7 +65,9 @@ class _Sender:
 
     async def _drain(self) -> None:
         assert self._queue is not None
-        layer = get_channel_layer()
+        # An instance of its own: the process-wide layer may also serve consumers on other
+        # event loops, and its locks belong to the loop that used them first.
+        layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
         while True:
             item = await self._queue.get()
             if item is None:
