@@ -111,7 +111,15 @@ CELERY_BROKER_URL, _channels_redis = redis_urls(REDIS_URL)
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [_channels_redis], "capacity": 1500, "expiry": 30},
+        "CONFIG": {
+            # redis-py 8 gives each connection a 5 s read timeout, the same as channels-redis'
+            # blocking pop (idle consumers then die with "Timeout reading from redis"), and
+            # caps an asyncio pool at 100 connections (200 sockets subscribing at once were
+            # refused). A longer read timeout and a larger pool fix both.
+            "hosts": [{"address": _channels_redis, "socket_timeout": 30, "max_connections": 2000}],
+            "capacity": 1500,
+            "expiry": 30,
+        },
     }
 }
 # Separate installations (or test stacks) sharing one Redis use separate queues.

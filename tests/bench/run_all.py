@@ -17,7 +17,7 @@ ROOT = HERE.parents[1]
 BENCHES = [
     ("runtime vs bare httpx loop", "bench_runtime.py", []),
     ("whole stack (API → Celery → model → events)", "bench_stack.py", []),
-    ("live WebSocket delivery", "bench_live.py", []),
+    ("live WebSocket delivery", "bench_live.py", ["--check"]),
     ("tool selection recall", "bench_selection.py", []),
 ]
 
