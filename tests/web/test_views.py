@@ -454,3 +454,49 @@ def test_admins_edit_agent_profiles(people: dict) -> None:
     assert profile.allowed_tools == ["get_order"] and profile.max_iterations == 5
     bad = {**data, "risk_overrides": '{"get_order": "extreme"}'}
     assert client.post(f"/agents/{profile.pk}/", bad).status_code == 200
+
+
+def test_the_run_page_shows_what_the_model_saw(people: dict) -> None:
+    run = f.make_run(people["operator"])
+    event = f.model_called()
+    event["data"]["context"] = {
+        "budget": 16000,
+        "tokens": 2063,
+        "over_budget": False,
+        "counter": "estimate",
+        "layers": [
+            {"layer": "system", "messages": 1, "tokens": 383},
+            {"layer": "facts", "items": 3, "sent": True, "tokens": 40},
+            {"layer": "summary", "covers": 4, "by": "model", "sent": True, "tokens": 90},
+            {"layer": "window", "messages": 2, "digests": 1, "tokens": 287, "from": 5},
+        ],
+        "messages": [0, 1, None, 5, 6],
+        "tools": {
+            "allowed": 14,
+            "offered": ["get_order", "<b>x</b>"],
+            "ranked": True,
+            "tokens": 300,
+        },
+    }
+    f.emit(
+        run,
+        {
+            "type": "context_compacted",
+            "data": {
+                "tokens_before": 17000,
+                "tokens_after": 9000,
+                "budget": 16000,
+                "actions": ["evicted"],
+                "evicted": {"steps": 4},
+            },
+        },
+        event,
+    )
+    body = client_for(people["operator"]).get(f"/runs/{run.pk}/").content.decode()
+    assert "What the model saw" in body
+    assert "2063 of 16000 tokens" in body
+    assert "2 of 14 tools" in body
+    assert "3 pinned facts" in body and "4 earlier steps by model" in body
+    assert "2 messages, 1 digested" in body
+    assert "17000 → 9000 tokens" in body
+    assert "<b>x</b>" not in body and "&lt;b&gt;x&lt;/b&gt;" in body
