@@ -77,7 +77,7 @@ def home(request: Request) -> HttpResponse:
 def tickets(request: Request) -> HttpResponse:
     status = request.GET.get("status", "open")
     qs = Ticket.objects.select_related("customer", "order").prefetch_related(
-        "order__shipments", "order__items"
+        "order__shipments", "order__items", "customer__facts"
     )
     if status in Ticket.Status.values:
         qs = qs.filter(status=status)

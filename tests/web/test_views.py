@@ -500,3 +500,23 @@ def test_the_run_page_shows_what_the_model_saw(people: dict) -> None:
     assert "2 messages, 1 digested" in body
     assert "17000 → 9000 tokens" in body
     assert "<b>x</b>" not in body and "&lt;b&gt;x&lt;/b&gt;" in body
+
+
+def test_the_ticket_inbox_shows_what_is_remembered_about_the_customer(people: dict) -> None:
+    from agentweb.shop.models import CustomerFact
+
+    customer = Customer.objects.create(
+        code="C900", name="Mia", email="m@example.com", created_at=timezone.now()
+    )
+    Ticket.objects.create(
+        subject="Where is it", body="?", customer=customer, created_at=timezone.now()
+    )
+    CustomerFact.objects.create(
+        customer=customer,
+        key="preferred_contact",
+        value="<i>email</i> only",
+        updated_at=timezone.now(),
+    )
+    body = client_for(people["operator"]).get("/tickets/").content.decode()
+    assert "preferred_contact:" in body
+    assert "&lt;i&gt;email&lt;/i&gt; only" in body
