@@ -43,6 +43,15 @@ def _log(msg: str) -> None:
     print(f"[agentweb] {msg}", flush=True)
 
 
+MAX_CONNECTIONS = 400
+
+
+def _max_connections(server: Any) -> int:
+    out = server.psql("SHOW max_connections;")
+    digits = [line.strip() for line in out.splitlines() if line.strip().isdigit()]
+    return int(digits[0]) if digits else 0
+
+
 @contextlib.contextmanager
 def embedded_postgres(env: dict[str, str]) -> Iterator[None]:
     if env.get("DATABASE_URL"):
@@ -54,6 +63,11 @@ def embedded_postgres(env: dict[str, str]) -> Iterator[None]:
     pgdata.parent.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
     server: Any = pgserver.get_server(str(pgdata), cleanup_mode="stop")
+    if _max_connections(server) < MAX_CONNECTIONS:
+        # initdb's default of 100 is too few for web + worker threads + tool threads.
+        server.psql(f"ALTER SYSTEM SET max_connections = {MAX_CONNECTIONS};")
+        server.cleanup()
+        server = pgserver.get_server(str(pgdata), cleanup_mode="stop")
     exists = server.psql(f"SELECT 1 FROM pg_database WHERE datname = '{DB_NAME}';")  # noqa: S608 - constant
     if "(0 rows)" in exists:
         server.psql(f"CREATE DATABASE {DB_NAME};")

@@ -72,27 +72,62 @@ def claim(run_id: int, owner: str) -> bool:
     )
 
 
-class _Heartbeat(threading.Thread):
-    """Renews the lease while the worker is busy inside a long model or tool call."""
+class _LeaseKeeper:
+    """One thread per worker process renews the leases of every run the process holds,
+    in one UPDATE per beat, while the runs' threads are busy in model or tool calls.
+    A lease that could not be renewed (another worker took the run over) is reported
+    lost, and that run's thread stops at its next step boundary."""
 
-    def __init__(self, run_id: int, owner: str) -> None:
-        super().__init__(daemon=True, name=f"lease-{run_id}")
-        self.run_id, self.owner = run_id, owner
-        self.stopped = threading.Event()
-        self.lost = threading.Event()
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, threading.Event] = {}  # lease owner -> "lost" flag
+        self._thread: threading.Thread | None = None
+        self._pid = 0
 
-    def run(self) -> None:
+    def hold(self, owner: str) -> threading.Event:
+        lost = threading.Event()
+        with self._lock:
+            self._held[owner] = lost
+            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                self._pid = os.getpid()
+                self._thread = threading.Thread(target=self._beat, name="lease-keeper", daemon=True)
+                self._thread.start()
+        return lost
+
+    def release(self, owner: str) -> None:
+        with self._lock:
+            self._held.pop(owner, None)
+
+    def _beat(self) -> None:
         interval = max(0.5, settings.AGENTWEB_LEASE_SECONDS / 3)
-        try:
-            while not self.stopped.wait(interval):
-                renewed = Run.objects.filter(
-                    pk=self.run_id, lease_owner=self.owner, status=Run.Status.RUNNING
-                ).update(lease_expires_at=timezone.now() + _lease())
-                if not renewed:
-                    self.lost.set()
-                    return
-        finally:
-            close_old_connections()
+        while True:
+            time.sleep(interval)
+            with self._lock:
+                held = dict(self._held)
+            if not held:
+                continue
+            try:
+                Run.objects.filter(lease_owner__in=held, status=Run.Status.RUNNING).update(
+                    lease_expires_at=timezone.now() + _lease()
+                )
+                kept = set(
+                    Run.objects.filter(lease_owner__in=held, status=Run.Status.RUNNING).values_list(
+                        "lease_owner", flat=True
+                    )
+                )
+            except Exception:  # the database is away: the leases may lapse; retry next beat
+                log.warning("lease renewal failed", exc_info=True)
+                close_old_connections()
+                continue
+            for owner, lost in held.items():
+                if owner not in kept:
+                    with self._lock:
+                        still_held = owner in self._held
+                    if still_held:  # not a run that just finished or paused
+                        lost.set()
+
+
+_leases = _LeaseKeeper()
 
 
 def execute_run(run_id: int) -> str | None:
@@ -102,10 +137,9 @@ def execute_run(run_id: int) -> str | None:
     owner = f"{WORKER_ID}:{uuid.uuid4().hex[:8]}"
     if not claim(run_id, owner):
         return None
-    heartbeat = _Heartbeat(run_id, owner)
-    heartbeat.start()
+    lost = _leases.hold(owner)
     try:
-        return _drive(run_id, owner, heartbeat)
+        return _drive(run_id, owner, lost)
     except LeaseLost:
         log.warning("run %s: lease lost to another worker; stopping", run_id)
         return None
@@ -113,7 +147,7 @@ def execute_run(run_id: int) -> str | None:
         log.exception("run %s: unexpected error", run_id)
         return _after_crash(run_id, owner, exc)
     finally:
-        heartbeat.stopped.set()
+        _leases.release(owner)
 
 
 MAX_ATTEMPTS = 3
@@ -146,7 +180,7 @@ def _after_crash(run_id: int, owner: str, exc: Exception) -> str | None:
     return Run.Status.FAILED
 
 
-def _drive(run_id: int, owner: str, heartbeat: _Heartbeat) -> str:
+def _drive(run_id: int, owner: str, lost: threading.Event) -> str:
     run = Run.objects.select_related("agent", "created_by", "ticket__customer").get(pk=run_id)
     journal = DbJournal(run, tool_of=registry().get, risk_of=lambda name: _risk(run, name))
     agent = build_agent(run, journal)
@@ -168,7 +202,7 @@ def _drive(run_id: int, owner: str, heartbeat: _Heartbeat) -> str:
             events = [e for e in agent.decide(state, decisions) if e.type != "approval_decided"]
             _persist(run, owner, state, [e.to_json() for e in events], None, journal)
     while True:
-        if heartbeat.lost.is_set():
+        if lost.is_set():
             raise LeaseLost
         if run.cancel_requested:  # read under the row lock by the previous _persist
             return _persist(run, owner, state, [], Cancelled(), journal)

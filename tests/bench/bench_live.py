@@ -34,6 +34,11 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+# A database of its own (fresh, migrated below), so the demo's data is left alone.
+if "DATABASE_URL" in os.environ and "--keep-db" not in sys.argv:
+    from tests.bench.bench_stack import bench_database
+
+    os.environ["DATABASE_URL"] = bench_database(os.environ["DATABASE_URL"], "_live")
 os.environ.setdefault("DEBUG", "1")
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentweb.settings")
 os.environ.setdefault("AGENTWEB_DEMO_PASSWORD", "demo-pass-123")
@@ -151,6 +156,7 @@ def approve_loop(run_ids: list[int], approver: Any, stop: threading.Event) -> in
 
 async def main_async(args: argparse.Namespace) -> dict[str, Any]:
     User = get_user_model()
+    await asyncio.to_thread(call_command, "migrate", "--noinput", verbosity=0)
     if not await asyncio.to_thread(User.objects.filter(username="operator").exists):
         await asyncio.to_thread(call_command, "seed_demo")
     operator = await asyncio.to_thread(User.objects.get, username="operator")
@@ -343,6 +349,11 @@ def main() -> int:
     )
     parser.add_argument("--web", help="use this running web server (same database and Redis)")
     parser.add_argument("--json", type=Path, help="also write the result here")
+    parser.add_argument(
+        "--keep-db",
+        action="store_true",
+        help="use DATABASE_URL as it is instead of a fresh *_live database",
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 when a bar is missed")
     args = parser.parse_args()
     result = asyncio.run(main_async(args))

@@ -46,9 +46,10 @@ def pct(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
 
 
-def bench_database(url: str) -> str:
+def bench_database(url: str, suffix: str = "_bench") -> str:
+    """A fresh database next to the one ``url`` names (dropped and created again)."""
     parts = urlsplit(url)
-    name = parts.path.lstrip("/") + "_bench"
+    name = parts.path.lstrip("/") + suffix
     admin = urlunsplit(parts._replace(path="/postgres"))
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
@@ -107,7 +108,7 @@ def main() -> int:
     parser.add_argument("--concurrent", type=int, default=200)
     parser.add_argument("--model-delay", type=float, default=0.2)
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
-    parser.add_argument("--threads", type=int, default=16, help="threads per worker")
+    parser.add_argument("--threads", type=int, default=8, help="threads per worker")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
 
