@@ -31,7 +31,6 @@ from agentweb.runs.journal import DbJournal
 from agentweb.runs.models import Approval, Run, ToolExecution, arguments_hash
 from agentweb.runs.pricing import cost_usd
 from agentweb.runtime.loop import (
-    Agent,
     Cancelled,
     Decision,
     Failed,
@@ -195,7 +194,7 @@ def _drive(run_id: int, owner: str, lost: threading.Event) -> str:
         state = agent.start(run.task, context={"ticket_id": run.ticket_id})
     else:
         state = LoopState.from_json(run.state)
-        decisions = _decisions_for(run, state, agent)
+        decisions = _decisions_for(run, state)
         if decisions:
             # The decision's event was stored when the person decided (with who and why);
             # the runtime's own copy of it is not stored twice.
@@ -222,7 +221,7 @@ def _risk(run: Run, tool_name: str) -> str:
     return str(tool.risk) if tool is not None else "high"  # unknown: treat as risky
 
 
-def _decisions_for(run: Run, state: LoopState, agent: Agent) -> list[Decision]:
+def _decisions_for(run: Run, state: LoopState) -> list[Decision]:
     """Decided approvals whose calls the loop still waits for, as runtime decisions.
 
     The executor re-checks the hash of the arguments the approver saw: a mismatch is
@@ -244,10 +243,22 @@ def _decisions_for(run: Run, state: LoopState, agent: Agent) -> list[Decision]:
                 )
                 continue
             if approval.reason == "unknown_outcome":
-                # A person confirmed the earlier attempt did not happen: allow one new try.
-                ToolExecution.objects.filter(
+                # A person confirmed the earlier attempt did not happen: allow one new try,
+                # keeping the cleared record in the audit log.
+                unknown = ToolExecution.objects.filter(
                     run=run, call_id=approval.call_id, status=ToolExecution.Status.UNKNOWN
-                ).delete()
+                )
+                for execution in unknown:
+                    actions.audit(
+                        "unknown_execution_cleared",
+                        actor=approval.decided_by,
+                        run=run,
+                        call_id=execution.call_id,
+                        tool=execution.tool,
+                        arguments=execution.arguments,
+                        started_at=execution.started_at.isoformat(),
+                    )
+                unknown.delete()
             decisions.append(
                 Decision(
                     call_id=approval.call_id,

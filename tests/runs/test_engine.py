@@ -202,6 +202,16 @@ def test_a_crash_mid_call_goes_to_a_person(people, scripted, enqueued) -> None:
     assert ToolExecution.objects.get(run=run).status == "unknown"
     assert Approval.objects.filter(run=run, status="pending").count() == 1
 
+    # A person checks the payment system, finds nothing paid, and approves one new try.
+    scripted.enqueue("Paid out after the check.")
+    pending = Approval.objects.get(run=run, status="pending")
+    assert pending.reason == "unknown_outcome"
+    actions.do_decide_approval(approval_id=pending.pk, user=people["admin"], decision="approve")
+    assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
+    assert sample_tools.SIDE_EFFECTS["A1"] == 1
+    assert ToolExecution.objects.get(run=run).status == "succeeded"
+    assert AuditEntry.objects.filter(action="unknown_execution_cleared", run=run).count() == 1
+
 
 def test_cancel_stops_a_waiting_run_and_closes_its_approvals(people, scripted, enqueued) -> None:
     scripted.enqueue(call("pay_out", order_id="A1", amount=30))
