@@ -520,3 +520,22 @@ def test_the_ticket_inbox_shows_what_is_remembered_about_the_customer(people: di
     body = client_for(people["operator"]).get("/tickets/").content.decode()
     assert "preferred_contact:" in body
     assert "&lt;i&gt;email&lt;/i&gt; only" in body
+
+
+def test_approval_reasons_are_said_in_words(people: dict) -> None:
+    run = f.make_run(people["operator"], status="waiting_approval")
+    f.emit(
+        run,
+        {
+            "type": "approval_requested",
+            "data": {
+                "call_id": "c9",
+                "tool": "issue_refund",
+                "arguments": {"order_id": "A1"},
+                "risk": "high",
+                "reason": "unknown_outcome",
+            },
+        },
+    )
+    body = client_for(people["approver"]).get(f"/runs/{run.pk}/").content.decode()
+    assert "an earlier attempt stopped mid-call" in body

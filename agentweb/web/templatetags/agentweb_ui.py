@@ -119,3 +119,17 @@ def oneline(value: Any) -> str:
     import json
 
     return json.dumps(value, ensure_ascii=False, separators=(", ", ": "), default=str)
+
+
+APPROVAL_REASONS = {
+    "high_risk": "high-risk tool",
+    "policy": "the tool's approval policy asks for it",
+    "malformed_arguments": "the model's arguments could not be read",
+    "unknown_outcome": "an earlier attempt stopped mid-call; check whether it happened",
+}
+
+
+@register.filter
+def approval_reason(value: Any) -> str:
+    """Why a call waits for a person, in words (unknown codes are shown as they are)."""
+    return APPROVAL_REASONS.get(str(value), str(value))
