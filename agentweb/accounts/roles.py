@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AnonymousUser, Group, Permission, User
+from django.contrib.auth.models import Group, Permission
 
 from agentweb.accounts.models import ROLE_ADMIN, ROLE_APPROVER, ROLE_OPERATOR
 
@@ -38,7 +38,3 @@ def ensure_roles() -> dict[str, Group]:
         for role in roles:
             groups[role].permissions.add(perms[codename])
     return groups
-
-
-def can_decide(user: User | AnonymousUser) -> bool:
-    return bool(user.is_authenticated and user.has_perm("runs.decide_approval"))

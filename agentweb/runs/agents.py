@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import re
 import threading
 from typing import TYPE_CHECKING, Any
@@ -94,8 +95,6 @@ def _policy_predicate(rule: Any) -> Any:
 def _profile_tools(profile_id: int, version: str, policies: str) -> ToolRegistry:
     """The registry with the profile's approval policies applied (cached per profile
     version). Tools are shallow copies: schemas are built once, at registration."""
-    import json
-
     rules = json.loads(policies)
     tools = []
     for tool in registry():
@@ -108,8 +107,6 @@ def _profile_tools(profile_id: int, version: str, policies: str) -> ToolRegistry
 
 
 def profile_tools(profile: AgentProfile) -> ToolRegistry:
-    import json
-
     if not profile.approval_policies:
         return registry()
     policies = json.dumps(profile.approval_policies, sort_keys=True)
