@@ -23,6 +23,7 @@ from .loop import (
     InMemoryJournal,
     LoopState,
     NeedsApproval,
+    NeedsSubtasks,
     Outcome,
     PendingCall,
     PriorExecution,
@@ -40,7 +41,15 @@ from .messages import (
     messages_from_json,
     messages_to_json,
 )
-from .tools import Tool, ToolArgumentError, ToolContext, ToolRegistry, load_tools, tool
+from .tools import (
+    Suspend,
+    Tool,
+    ToolArgumentError,
+    ToolContext,
+    ToolRegistry,
+    load_tools,
+    tool,
+)
 
 __all__ = [
     "Agent",
@@ -64,10 +73,12 @@ __all__ = [
     "ModelResponse",
     "ModelTimeout",
     "NeedsApproval",
+    "NeedsSubtasks",
     "Outcome",
     "PendingCall",
     "PriorExecution",
     "StepResult",
+    "Suspend",
     "SystemMessage",
     "Tool",
     "ToolArgumentError",

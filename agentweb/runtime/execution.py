@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from .tools import Tool, ToolContext
+from .tools import Suspend, Tool, ToolContext
 
 __all__ = [
     "ToolPool",
@@ -94,6 +94,7 @@ class ToolResult:
     result: Any  # JSON-ready value (full)
     error: str | None
     duration_ms: float
+    waiting_on: list[Any] | None = None  # the tool raised ``Suspend``: no result yet
 
 
 @dataclass(slots=True)
@@ -112,6 +113,8 @@ def _invoke(inv: Invocation) -> ToolResult:
         if inv.tool.is_async:
             value = asyncio.run(value)
         return ToolResult(True, to_jsonable(value), None, _elapsed(started))
+    except Suspend as exc:
+        return ToolResult(False, None, None, _elapsed(started), waiting_on=exc.waiting_on)
     except Exception as exc:
         msg = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         return ToolResult(False, None, msg, _elapsed(started))

@@ -48,6 +48,7 @@ __all__ = [
     "InMemoryJournal",
     "LoopState",
     "NeedsApproval",
+    "NeedsSubtasks",
     "Outcome",
     "PendingCall",
     "PriorExecution",
@@ -57,7 +58,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-Status = Literal["running", "waiting_approval", "finished", "failed", "cancelled"]
+Status = Literal[
+    "running", "waiting_approval", "waiting_subtasks", "finished", "failed", "cancelled"
+]
 DecidedBy = Literal["validator", "model", "bounds"]
 TERMINAL = frozenset({"finished", "failed", "cancelled"})
 
@@ -106,6 +109,15 @@ class NeedsApproval:
 
 
 @dataclass(frozen=True, slots=True)
+class NeedsSubtasks:
+    """A tool raised ``Suspend``: the host wakes the run when ``waiting_on`` is ready,
+    and the next ``step`` runs those calls again."""
+
+    calls: list[str]  # call ids
+    waiting_on: list[Any]
+
+
+@dataclass(frozen=True, slots=True)
 class Failed:
     reason: str
 
@@ -115,7 +127,7 @@ class Cancelled:
     pass
 
 
-Outcome = Finished | NeedsApproval | Failed | Cancelled
+Outcome = Finished | NeedsApproval | NeedsSubtasks | Failed | Cancelled
 
 
 @dataclass(slots=True)
@@ -177,7 +189,7 @@ class TurnCall(BaseModel):
     call_id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
-    state: Literal["queued", "awaiting", "done"] = "queued"
+    state: Literal["queued", "awaiting", "waiting", "done"] = "queued"
     reason: str | None = None
     risk: str = "low"
     decision: Literal["approved", "rejected"] | None = None
@@ -186,6 +198,7 @@ class TurnCall(BaseModel):
     is_error: bool = False
     repaired: dict[str, str] = Field(default_factory=dict)
     edited: bool = False  # an approver supplied the arguments
+    waiting_on: list[Any] | None = None  # suspended (the tool raised ``Suspend``)
 
 
 class LoopState(BaseModel):
@@ -243,6 +256,10 @@ class LoopState(BaseModel):
             return Cancelled()
         if self.status == "waiting_approval":
             return NeedsApproval(self.pending_approvals)
+        if self.status == "waiting_subtasks":
+            waiting = [c for c in self.turn or () if c.state == "waiting"]
+            keys = [key for c in waiting for key in c.waiting_on or ()]
+            return NeedsSubtasks([c.call_id for c in waiting], list(dict.fromkeys(keys)))
         return None
 
 
@@ -488,6 +505,9 @@ class Agent:
                 if c.state == "awaiting":
                     events.append(self._approval_requested(c))
             return state.outcome
+        if any(c.state == "waiting" for c in turn):
+            state.turn, state.status = turn, "waiting_subtasks"
+            return state.outcome
         return self._finish_turn(state, turn, events)
 
     def _plan_call(
@@ -570,18 +590,22 @@ class Agent:
             timeout = self.config.tool_timeout or t.timeout
             ctx = self._tool_context(state, item.call_id, tool_context)
             runnable.append((item, Invocation(t, parsed, ctx, timeout)))
-            events.append(self._started(item))
+            if item.waiting_on is None:  # a suspended call announced itself already
+                events.append(self._started(item))
         if not runnable:
             return
         results = run_tools([inv for _, inv in runnable])
         for (item, _), res in zip(runnable, results, strict=True):
+            if res.waiting_on is not None:  # no result yet; it runs again when woken
+                item.state, item.waiting_on = "waiting", res.waiting_on
+                continue
             self.journal.finish(item.call_id, res.ok, res.result, res.error, res.duration_ms)
             self._record(item, res, events)
 
     def _record(
         self, item: TurnCall, res: ToolResult, events: list[Event], reused: bool = False
     ) -> None:
-        item.state = "done"
+        item.state, item.waiting_on = "done", None
         item.is_error = not res.ok
         if res.ok:
             item.content = format_for_model(res.result, self.config.max_result_chars)
@@ -611,6 +635,8 @@ class Agent:
         turn = state.turn or []
         force: set[str] = set()
         for item in turn:
+            if item.state == "waiting":  # woken: ask the suspended tool again
+                item.state = "queued"
             if item.state != "awaiting":
                 continue
             if item.decision == "rejected":
@@ -629,6 +655,9 @@ class Agent:
             for c in turn:
                 if c.state == "awaiting" and c.decision is None:
                     events.append(self._approval_requested(c))
+            return state.outcome
+        if any(c.state == "waiting" for c in turn):
+            state.status = "waiting_subtasks"
             return state.outcome
         state.turn = None
         return self._finish_turn(state, turn, events)

@@ -18,6 +18,7 @@ from .gateway import ToolSpec
 
 __all__ = [
     "Risk",
+    "Suspend",
     "Tool",
     "ToolArgumentError",
     "ToolContext",
@@ -42,6 +43,16 @@ class ToolContext:
     user: str | None = None
     ticket_id: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Suspend(Exception):  # noqa: N818 - a signal, not an error
+    """Raised by a tool that cannot answer yet: the run pauses (``NeedsSubtasks``) until
+    the host wakes it, then the same call runs again with the same id. ``waiting_on``
+    names what it waits for (e.g. child run ids). Only an idempotent tool may raise it."""
+
+    def __init__(self, waiting_on: list[Any]) -> None:
+        super().__init__(f"waiting on {waiting_on}")
+        self.waiting_on = list(waiting_on)
 
 
 class ToolArgumentError(ValueError):
