@@ -45,7 +45,7 @@ class ToolContext:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class Suspend(Exception):  # noqa: N818 - a signal, not an error
+class Suspend(Exception):
     """Raised by a tool that cannot answer yet: the run pauses (``NeedsSubtasks``) until
     the host wakes it, then the same call runs again with the same id. ``waiting_on``
     names what it waits for (e.g. child run ids). Only an idempotent tool may raise it."""
