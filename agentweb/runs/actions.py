@@ -151,7 +151,7 @@ def do_request_cancel(run: Run, user: User) -> Run:
 def finish_cancelled(run: Run, *, by: str = "") -> None:
     """Close a locked run as cancelled, with its pending approvals."""
     closed = Approval.objects.filter(run=run, status=Approval.Status.PENDING).update(
-        status=Approval.Status.EXPIRED, decided_at=timezone.now(), comment="run cancelled"
+        status=Approval.Status.CANCELLED, decided_at=timezone.now(), comment="run cancelled"
     )
     run.status = Run.Status.CANCELLED
     run.finished_at = timezone.now()

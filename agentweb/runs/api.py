@@ -20,6 +20,7 @@ from django.views.decorators.csrf import csrf_exempt
 from agentweb.accounts.models import ApiToken, hash_token
 from agentweb.runs import actions
 from agentweb.runs.models import Approval, Run, RunEvent
+from agentweb.runs.outcomes import actions_by_run
 
 View = Callable[..., HttpResponse]
 MAX_EVENTS = 1000
@@ -110,7 +111,7 @@ def _get_run(user: Any, run_id: int) -> Run:
     return run
 
 
-def run_json(run: Run) -> dict[str, Any]:
+def run_json(run: Run, actions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     return {
         "id": run.pk,
         "status": run.status,
@@ -126,6 +127,7 @@ def run_json(run: Run) -> dict[str, Any]:
         "finished_at": run.finished_at.isoformat() if run.finished_at else None,
         "last_seq": run.last_seq,
         "usage": run.usage or {},
+        "actions": run.actions() if actions is None else actions,
     }
 
 
@@ -176,7 +178,9 @@ def runs(request: HttpRequest) -> HttpResponse:
     if q:
         qs = qs.filter(Q(task__icontains=q) | Q(final_answer__icontains=q))
     limit = min(_int_param(request, "limit", 50), 200)
-    return JsonResponse({"runs": [run_json(r) for r in qs[:limit]]})
+    page = list(qs[:limit])
+    fates = actions_by_run(page)
+    return JsonResponse({"runs": [run_json(r, fates[r.pk]) for r in page]})
 
 
 @api_view(("GET",))

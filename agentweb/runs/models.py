@@ -124,6 +124,12 @@ class Run(models.Model):
     def is_active(self) -> bool:
         return self.status in self.ACTIVE
 
+    def actions(self) -> list[dict[str, Any]]:
+        """Every medium/high-risk call of this run with its fate (see ``outcomes``)."""
+        from agentweb.runs.outcomes import run_actions
+
+        return run_actions(self)
+
 
 class RunEvent(models.Model):
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
@@ -176,6 +182,7 @@ class Approval(models.Model):
         APPROVED = "approved"
         REJECTED = "rejected"
         EXPIRED = "expired"
+        CANCELLED = "cancelled"  # its run was cancelled before anyone decided
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="approvals")
     call_id = models.CharField(max_length=120)

@@ -22,6 +22,7 @@ __all__ = [
     "Tool",
     "ToolArgumentError",
     "ToolContext",
+    "ToolError",
     "ToolRegistry",
     "load_tools",
     "repair_keys",
@@ -53,6 +54,11 @@ class Suspend(Exception):
     def __init__(self, waiting_on: list[Any]) -> None:
         super().__init__(f"waiting on {waiting_on}")
         self.waiting_on = list(waiting_on)
+
+
+class ToolError(Exception):
+    """Raised by a tool (or its ``check``) to refuse a call: ``str(exc)`` is the reason,
+    written for the model and the person reading the run."""
 
 
 class ToolArgumentError(ValueError):

@@ -27,6 +27,10 @@ def seqs(run: Run) -> list[int]:
     return list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True))
 
 
+def approval_call(run: Run) -> str:
+    return str(Approval.objects.get(run=run).call_id)
+
+
 def test_it_runs_to_the_end_storing_every_step(people, scripted, enqueued) -> None:
     scripted.enqueue(call("lookup", order_id="A1"), "Order A1 was delivered.")
     run = start(people)
@@ -220,7 +224,15 @@ def test_cancel_stops_a_waiting_run_and_closes_its_approvals(people, scripted, e
     actions.do_request_cancel(run, people["operator"])
     run.refresh_from_db()
     assert run.status == Run.Status.CANCELLED
-    assert Approval.objects.get(run=run).status == "expired"
+    assert Approval.objects.get(run=run).status == "cancelled"  # not "expired"
+    assert run.actions() == [
+        {
+            "tool": "pay_out",
+            "call_id": approval_call(run),
+            "status": "cancelled",
+            "approved_by": None,
+        }
+    ]
     assert types(run)[-1] == "run_cancelled"
     with pytest.raises(actions.Conflict):
         actions.do_request_cancel(run, people["operator"])
