@@ -259,6 +259,15 @@ def _wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 "tool_use_id": m.call_id,
                 "content": m.content,
             }
+            images = [a for a in m.attachments if a.data]
+            if images:  # image blocks inside the tool_result, after its text
+                block["content"] = [{"type": "text", "text": m.content or "(no text)"}] + [
+                    {
+                        "type": "image",
+                        "source": {"type": "base64", "media_type": a.media_type, "data": a.data},
+                    }
+                    for a in images
+                ]
             if m.is_error:
                 block["is_error"] = True
             user_blocks = [block]

@@ -321,7 +321,8 @@ class LayeredContextPolicy(ContextPolicy):
                     continue
                 if m.call_id in digested:
                     digest = _digest_of(m.name, m.content, self.fact_keys)
-                    m = m.model_copy(update={"content": digest})
+                    # a digested result's images go too (they count against the budget)
+                    m = m.model_copy(update={"content": digest, "attachments": []})
             out.append(m)
             pos.append(i)
         fixed, kept = repair(out)

@@ -12,13 +12,14 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from .tools import Suspend, Tool, ToolContext
+from .images import Image, ToolOutput
+from .tools import Suspend, Tool, ToolContext, ToolError
 
 __all__ = [
     "ToolPool",
@@ -95,6 +96,7 @@ class ToolResult:
     error: str | None
     duration_ms: float
     waiting_on: list[Any] | None = None  # the tool raised ``Suspend``: no result yet
+    images: list[Image] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -112,9 +114,16 @@ def _invoke(inv: Invocation) -> ToolResult:
         value = inv.tool.fn(**kwargs)
         if inv.tool.is_async:
             value = asyncio.run(value)
+        if isinstance(value, ToolOutput):
+            images = list(value.images)
+            return ToolResult(
+                True, to_jsonable(value.result), None, _elapsed(started), images=images
+            )
         return ToolResult(True, to_jsonable(value), None, _elapsed(started))
     except Suspend as exc:
         return ToolResult(False, None, None, _elapsed(started), waiting_on=exc.waiting_on)
+    except ToolError as exc:  # the tool's own words (e.g. "refused: … loopback address")
+        return ToolResult(False, None, str(exc) or type(exc).__name__, _elapsed(started))
     except Exception as exc:
         msg = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
         return ToolResult(False, None, msg, _elapsed(started))

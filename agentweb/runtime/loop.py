@@ -8,6 +8,7 @@ next ``step`` carries on. ``LoopState`` is plain JSON, so another process can re
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import hashlib
 import json
@@ -24,6 +25,7 @@ from .context import ContextPolicy
 from .events import Event
 from .execution import Invocation, ToolResult, format_for_model, run_tools
 from .gateway import Model, ModelError, ModelResponse
+from .images import MAX_IMAGE_BYTES, MAX_IMAGES_PER_RESULT, ImageStore, MemoryImageStore
 from .messages import (
     AssistantMessage,
     Attachment,
@@ -79,6 +81,8 @@ class AgentConfig(BaseModel):
     max_result_chars: int = 8000
     max_repeated_calls: int = 2  # identical consecutive call: reminder at 2nd, stop at 3rd
     max_no_progress: int = 3  # rounds repeating earlier calls+results before stopping
+    vision: bool = True  # False: images from tools are stored and shown, never sent
+    max_context_images: int = 4  # images sent per model call (the most recent ones)
 
 
 class PendingCall(BaseModel):
@@ -199,6 +203,7 @@ class TurnCall(BaseModel):
     repaired: dict[str, str] = Field(default_factory=dict)
     edited: bool = False  # an approver supplied the arguments
     waiting_on: list[Any] | None = None  # suspended (the tool raised ``Suspend``)
+    attachments: list[Attachment] = Field(default_factory=list)  # stored images (by ref)
 
 
 class LoopState(BaseModel):
@@ -279,8 +284,12 @@ class Agent:
         validator: Validator | None = None,
         journal: ExecutionJournal | None = None,
         context_policy: ContextPolicy | None = None,
+        image_store: ImageStore | None = None,
     ) -> None:
         self.model = model
+        self.image_store: ImageStore = (
+            image_store if image_store is not None else MemoryImageStore()
+        )
         self.config = config
         if config.allowed_tools is not None:
             unknown = sorted(set(config.allowed_tools) - set(tools.names()))
@@ -412,7 +421,7 @@ class Agent:
     ) -> tuple[ModelResponse | None, dict[str, Any] | None]:
         """The model's reply (None when it failed) and what the policy says it was shown."""
         prepared = self.context_policy.prepare(state, self.tools)
-        messages, specs = prepared.messages, prepared.tools
+        messages, specs = self._with_images(prepared.messages), prepared.tools
         events.extend(prepared.events)
         state.iteration += 1
         try:
@@ -429,6 +438,67 @@ class Agent:
             self._fail(state, f"model error: {exc}", events)
             return None, None
         return response, prepared.info
+
+    def _with_images(self, messages: Sequence[Message]) -> list[Message]:
+        """Fill in the bytes of stored images for the model call: the most recent
+        ``max_context_images`` of them, and none for a model without vision."""
+        budget = self.config.max_context_images if self.config.vision else 0
+        out: list[Message] = []
+        for m in reversed(messages):
+            if not isinstance(m, UserMessage | ToolMessage) or not m.attachments:
+                out.append(m)
+                continue
+            kept: list[Attachment] = []
+            for a in reversed(m.attachments):
+                if budget <= 0:
+                    break
+                if not a.data and a.ref:
+                    try:
+                        raw = self.image_store.get(a.ref)
+                    except Exception:
+                        log.exception("image %s could not be read from the store", a.ref)
+                        raw = None
+                    if raw is None:
+                        continue
+                    a = a.model_copy(update={"data": base64.b64encode(raw).decode("ascii")})
+                if a.data:
+                    kept.insert(0, a)
+                    budget -= 1
+            out.append(m.model_copy(update={"attachments": kept}))
+        out.reverse()
+        return out
+
+    def _store_images(self, res: ToolResult, data: dict[str, Any]) -> list[Attachment]:
+        """Store a result's images once; the event and the conversation keep references."""
+        attachments: list[Attachment] = []
+        refs: list[dict[str, Any]] = []
+        notes: list[str] = []
+        for image in res.images[:MAX_IMAGES_PER_RESULT]:
+            if len(image.data) > MAX_IMAGE_BYTES:
+                notes.append(f"an image of {len(image.data)} bytes was over {MAX_IMAGE_BYTES}")
+                continue
+            try:
+                stored = self.image_store.put(image)
+            except Exception as exc:
+                log.exception("storing an image failed")
+                notes.append(f"an image could not be stored ({type(exc).__name__})")
+                continue
+            refs.append(stored.to_json())
+            attachments.append(
+                Attachment(
+                    media_type=stored.media_type,
+                    ref=stored.ref,
+                    width=stored.width,
+                    height=stored.height,
+                )
+            )
+        if len(res.images) > MAX_IMAGES_PER_RESULT:
+            notes.append(f"only the first {MAX_IMAGES_PER_RESULT} images were kept")
+        if refs:
+            data["images"] = refs
+        if notes:
+            data["image_notes"] = notes
+        return attachments
 
     def _assistant_turn(self, state: LoopState, response: ModelResponse) -> AssistantMessage:
         msg = response.message
@@ -623,6 +693,8 @@ class Agent:
             data["truncated"] = True
         if reused:
             data["reused"] = True
+        if res.images:
+            item.attachments = self._store_images(res, data)
         events.append(Event(ev.TOOL_CALL_FINISHED, data))
 
     def _resume_turn(
@@ -683,7 +755,11 @@ class Agent:
         for c in turn:
             state.messages.append(
                 ToolMessage(
-                    call_id=c.call_id, name=c.name, content=c.content or "", is_error=c.is_error
+                    call_id=c.call_id,
+                    name=c.name,
+                    content=c.content or "",
+                    is_error=c.is_error,
+                    attachments=c.attachments,
                 )
             )
 

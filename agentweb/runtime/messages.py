@@ -30,11 +30,16 @@ class _Base(BaseModel):
 
 
 class Attachment(_Base):
-    """A binary attachment sent to a multimodal model; ``data`` is base64."""
+    """An image sent to a multimodal model. ``data`` is base64; an image a tool returned
+    is kept by reference instead (``ref`` in the run's image store, ``data`` empty) and
+    its bytes are filled in only for the model call."""
 
     kind: Literal["image"] = "image"
     media_type: str
-    data: str
+    data: str = ""
+    ref: str | None = None
+    width: int | None = None
+    height: int | None = None
 
 
 class ToolCall(_Base):
@@ -74,6 +79,7 @@ class ToolMessage(_Base):
     name: str
     content: str
     is_error: bool = False
+    attachments: list[Attachment] = Field(default_factory=list)  # images the tool returned
 
 
 Message = Annotated[

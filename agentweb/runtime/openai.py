@@ -112,7 +112,7 @@ class OpenAIChatModel:
         if tools and self.text_tools:
             wire = _text_tool_messages(messages, tools)
         else:
-            wire = [_wire_message(m) for m in messages]
+            wire = _wire_messages(messages)
         payload: dict[str, Any] = {"model": self.model, "messages": wire}
         if tools and not self.text_tools:
             payload["tools"] = [self._wire_tool(t) for t in tools]
@@ -317,6 +317,35 @@ def _calls_from_wire(raw_calls: Iterable[Any]) -> list[ToolCall]:
     return ensure_unique_ids(calls)
 
 
+def _wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Chat messages; images that tools returned follow their results as one user message
+    of ``image_url`` parts (the tool role carries text only)."""
+    out: list[dict[str, Any]] = []
+    with_images: list[ToolMessage] = []
+    for m in messages:
+        if with_images and not isinstance(m, ToolMessage):
+            out.append(_tool_images_message(with_images))
+            with_images = []
+        out.append(_wire_message(m))
+        if isinstance(m, ToolMessage) and any(a.data for a in m.attachments):
+            with_images.append(m)
+    if with_images:
+        out.append(_tool_images_message(with_images))
+    return out
+
+
+def _tool_images_message(results: Sequence[ToolMessage]) -> dict[str, Any]:
+    parts: list[dict[str, Any]] = []
+    for m in results:
+        images = [a for a in m.attachments if a.data]
+        label = "image" if len(images) == 1 else f"{len(images)} images"
+        parts.append({"type": "text", "text": f"The {m.name} call {m.call_id} returned {label}:"})
+        for a in images:
+            url = f"data:{a.media_type};base64,{a.data}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+    return {"role": "user", "content": parts}
+
+
 def _wire_message(m: Message) -> dict[str, Any]:
     if isinstance(m, UserMessage):
         if not m.attachments:
@@ -389,13 +418,19 @@ def _text_tool_messages(
             if out and out[-1]["role"] == "user" and out[-1].get("_results"):
                 out[-1]["content"] += "\n" + body
             else:
-                out.append({"role": "user", "content": body, "_results": True})
+                out.append({"role": "user", "content": body, "_results": True, "_images": []})
+            if any(a.data for a in m.attachments):
+                out[-1]["_images"].append(m)
         else:
             out.append(_wire_message(m))
     if not has_system:
         out.insert(0, {"role": "system", "content": prompt.strip()})
     for item in out:
         item.pop("_results", None)
+        images = item.pop("_images", None)
+        if images:
+            parts = _tool_images_message(images)["content"]
+            item["content"] = [{"type": "text", "text": item["content"]}, *parts]
     return out
 
 

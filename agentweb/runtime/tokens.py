@@ -34,6 +34,15 @@ CHARS_PER_TOKEN = 4.0
 MESSAGE_OVERHEAD = 4  # role, separators: what the chat templates add per message
 TOOL_OVERHEAD = 8  # per offered tool: the function wrapper around name and schema
 IMAGE_TOKENS = 800  # a typical image attachment after the provider downsizes it
+MAX_IMAGE_TOKENS = 1600  # providers shrink larger images to about this
+
+
+def image_tokens(width: int | None, height: int | None) -> int:
+    """What one image costs: about width * height / 750 tokens, as the providers count
+    it, bounded by their downsizing; ``IMAGE_TOKENS`` when the size is unknown."""
+    if not width or not height:
+        return IMAGE_TOKENS
+    return max(85, min(MAX_IMAGE_TOKENS, math.ceil(width * height / 750)))
 
 
 class TokenCounter(Protocol):
@@ -68,8 +77,8 @@ class _Counter:
                 n += self.count_text(message.reasoning)
         elif isinstance(message, ToolMessage):
             n += self.count_text(message.name) + 2
-        elif isinstance(message, UserMessage):
-            n += IMAGE_TOKENS * len(message.attachments)
+        if isinstance(message, ToolMessage | UserMessage):
+            n += sum(image_tokens(a.width, a.height) for a in message.attachments)
         return n
 
     def count_messages(self, messages: Sequence[Message]) -> int:
