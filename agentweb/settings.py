@@ -66,6 +66,8 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, so it sees views' exceptions first: error pages in the app's layout.
+    "agentweb.web.errors.ErrorPagesMiddleware",
 ]
 
 ROOT_URLCONF = "agentweb.urls"

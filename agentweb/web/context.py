@@ -6,10 +6,19 @@ from agentweb.runs.api import visible_runs
 from agentweb.runs.models import Approval
 
 
-def pending_count(user: Any) -> int:
+def decidable_pending(user: Any) -> Any:
+    """Pending approvals this user may decide: none without the permission, and never the
+    calls of their own runs (four-eyes; the same rule as ``actions.may_decide``)."""
+    if not user.is_authenticated or not user.has_perm("runs.decide_approval"):
+        return Approval.objects.none()
     return Approval.objects.filter(
         status=Approval.Status.PENDING, run__in=visible_runs(user)
-    ).count()
+    ).exclude(run__created_by=user)
+
+
+def pending_count(user: Any) -> int:
+    """What the Approvals badge shows: what is waiting for this user's decision."""
+    return int(decidable_pending(user).count())
 
 
 def navigation(request: HttpRequest) -> dict[str, Any]:

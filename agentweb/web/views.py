@@ -64,9 +64,16 @@ def _next_url(request: Request, default: str) -> str:
     return default
 
 
+def start_page(user: Any) -> str:
+    """Where a person lands after logging in: approvers on what waits for them."""
+    if user.has_perm("runs.decide_approval") and not user.has_perm("runs.change_agentprofile"):
+        return reverse("web:approvals")
+    return reverse("web:tickets")
+
+
 @login_required
 def home(request: Request) -> HttpResponse:
-    return redirect("web:tickets")
+    return redirect(start_page(request.user))
 
 
 # --- tickets and starting runs -----------------------------------------------------------
@@ -373,6 +380,15 @@ def replay(request: Request, run_id: int) -> HttpResponse:
 def compare(request: Request) -> HttpResponse:
     a_id, b_id = request.GET.get("a", ""), request.GET.get("b", "")
     context: dict[str, Any] = {"a_id": a_id, "b_id": b_id, "recent": []}
+    missing = [
+        f"Run #{raw} does not exist or is not visible to you."
+        for raw in (a_id, b_id)
+        if raw.isdigit() and not visible_runs(request.user).filter(pk=int(raw)).exists()
+    ]
+    if missing:
+        context["errors"] = missing
+        context["recent"] = visible_runs(request.user).order_by("-created_at")[:30]
+        return render(request, "web/compare.html", context, status=404)
     if a_id.isdigit() and b_id.isdigit():
         left = _run_or_404(request, int(a_id))
         right = _run_or_404(request, int(b_id))

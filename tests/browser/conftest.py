@@ -56,9 +56,15 @@ def browser() -> Iterator[Any]:
 class Person:
     """One logged-in browser context."""
 
-    def __init__(self, browser: Any, base: str, username: str, password: str) -> None:
+    def __init__(
+        self, browser: Any, base: str, username: str, password: str, width: int = 1366
+    ) -> None:
         self.base = base
-        self.context = browser.new_context(viewport={"width": 1366, "height": 900})
+        self.context = browser.new_context(
+            viewport={"width": width, "height": 900 if width > 600 else 844},
+            is_mobile=width <= 600,
+            has_touch=width <= 600,
+        )
         self.page = self.context.new_page()
         self.errors: list[str] = []
         self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
@@ -66,7 +72,8 @@ class Person:
         self.page.fill("#id_username", username)
         self.page.fill("#id_password", password)
         self.page.click("button[type=submit]")
-        self.page.wait_for_url(f"{base}/tickets/")
+        # Operators and admins land on Tickets, approvers on Approvals.
+        self.page.wait_for_url(lambda url: "/accounts/login/" not in url)
 
     def goto(self, path: str) -> None:
         self.page.goto(self.base + path)
@@ -82,8 +89,8 @@ class Person:
 def login(browser: Any, web: str, worker: Any, demo: dict[str, Any]) -> Iterator[Any]:
     people: list[Person] = []
 
-    def make(username: str) -> Person:
-        person = Person(browser, web, username, demo["password"])
+    def make(username: str, width: int = 1366) -> Person:
+        person = Person(browser, web, username, demo["password"], width=width)
         people.append(person)
         return person
 

@@ -539,3 +539,152 @@ def test_approval_reasons_are_said_in_words(people: dict) -> None:
     )
     body = client_for(people["approver"]).get(f"/runs/{run.pk}/").content.decode()
     assert "an earlier attempt stopped mid-call" in body
+
+
+# --- API tokens in the browser -------------------------------------------------------------
+
+
+def test_tokens_are_created_with_a_name_shown_once_and_work_on_the_api(people: dict) -> None:
+    client = client_for(people["operator"])
+    response = client.post("/account/tokens/", {"name": "nightly <script>"})
+    assert response.status_code == 302 and response["Location"] == "/account/tokens/"
+    page = client.get("/account/tokens/").content.decode()
+    raw = page.split('id="new-token" class="mono" readonly value="', 1)[1].split('"', 1)[0]
+    assert raw.startswith("aw_")
+    assert "nightly &lt;script&gt;" in page and "<script>" not in page.split("<body", 1)[1]
+    assert "never" in page  # not used yet
+    # Shown once: the next visit has no raw token left.
+    again = client.get("/account/tokens/").content.decode()
+    assert raw not in again and "nightly &lt;script&gt;" in again
+    # It works on the API as the operator, and the list then says when it was last used.
+    api = Client().get("/api/runs", HTTP_AUTHORIZATION=f"Bearer {raw}")
+    assert api.status_code == 200
+    listed = client.get("/account/tokens/").content.decode()
+    assert "just now" in listed.split("Last used", 1)[1]
+
+
+def test_a_token_needs_a_name(people: dict) -> None:
+    from agentweb.accounts.models import ApiToken
+
+    client = client_for(people["operator"])
+    response = client.post("/account/tokens/", {"name": "   "})
+    assert response.status_code == 400 and "Give the token a name" in response.content.decode()
+    assert client.post("/account/tokens/", {"name": "x" * 101}).status_code == 400
+    assert not ApiToken.objects.exists()
+
+
+def test_revoking_a_token_stops_it_and_only_ones_own(people: dict) -> None:
+    from agentweb.accounts.models import ApiToken
+
+    raw = ApiToken.issue(people["operator"], name="ci")
+    token = ApiToken.objects.get()
+    # Another person cannot revoke it (and learns nothing about it).
+    other = client_for(people["approver"])
+    assert other.post(f"/account/tokens/{token.pk}/revoke/").status_code == 302
+    assert ApiToken.objects.filter(pk=token.pk).exists()
+    assert "ci" not in other.get("/account/tokens/").content.decode().split("Your tokens", 1)[1]
+    owner = client_for(people["operator"])
+    page = owner.get("/account/tokens/").content.decode()
+    assert f'action="/account/tokens/{token.pk}/revoke/"' in page and ">Revoke</button>" in page
+    assert owner.get(f"/account/tokens/{token.pk}/revoke/").status_code == 405  # POST only
+    owner.post(f"/account/tokens/{token.pk}/revoke/")
+    assert not ApiToken.objects.filter(pk=token.pk).exists()
+    assert Client().get("/api/runs", HTTP_AUTHORIZATION=f"Bearer {raw}").status_code == 401
+
+
+def test_the_user_menu_links_to_tokens_and_log_out(people: dict) -> None:
+    body = client_for(people["operator"]).get("/tickets/").content.decode()
+    menu = body.split('class="usermenu-items"', 1)[1].split("</div>", 1)[0]
+    assert 'href="/account/tokens/"' in menu and "Log out" in menu
+    assert 'class="menu-toggle"' in body
+
+
+# --- error pages in the app's layout (under DEBUG too) ------------------------------------------
+
+
+def _is_app_error_page(response: Any, status: int) -> bool:
+    body = response.content.decode()
+    return (
+        response.status_code == status
+        and f'data-status="{status}"' in body
+        and 'class="topbar"' in body
+        and "DEBUG = True" not in body
+        and "URLconf" not in body
+    )
+
+
+@pytest.mark.parametrize("debug", [True, False])
+def test_error_pages_use_the_layout_with_and_without_debug(
+    people: dict, runs: dict, settings: Any, debug: bool
+) -> None:
+    settings.DEBUG = debug
+    operator = client_for(people["operator"])
+    assert _is_app_error_page(operator.get("/agents/"), 403)
+    assert _is_app_error_page(operator.get("/runs/999999/"), 404)
+    assert _is_app_error_page(operator.get("/no/such/page/"), 404)
+    not_allowed = operator.get("/runs/new/")
+    assert _is_app_error_page(not_allowed, 405) and not_allowed["Allow"] == "POST"
+    # The API keeps its JSON.
+    api = operator.get("/api/runs/999999")
+    assert api.status_code == 404 and api["Content-Type"].startswith("application/json")
+    # A missing trailing slash still redirects.
+    assert operator.get("/runs").status_code == 301
+
+
+def test_a_crash_is_a_500_page_in_the_layout_even_with_debug(
+    people: dict, settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentweb.web import views
+
+    settings.DEBUG = True
+
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(views, "_registered_tools", boom)
+    client = client_for(people["operator"])
+    client.raise_request_exception = False
+    response = client.get("/runs/")
+    assert _is_app_error_page(response, 500)
+    assert "secret internals" not in response.content.decode()
+
+
+def test_compare_with_an_unknown_run_says_so_inline(people: dict, runs: dict) -> None:
+    response = client_for(people["operator"]).get(
+        f"/runs/compare/?a={runs['operator'].pk}&b=999999"
+    )
+    body = response.content.decode()
+    assert response.status_code == 404
+    assert "Run #999999 does not exist" in body and 'name="b"' in body
+    assert "URLconf" not in body
+
+
+# --- what is waiting for me ------------------------------------------------------------------
+
+
+def test_the_badge_counts_only_what_this_person_may_decide(people: dict, runs: dict) -> None:
+    def badge(user: User) -> str:
+        body = client_for(user).get("/runs/").content.decode()
+        return body.split('id="nav-pending"', 1)[1].split("</span>", 1)[0]
+
+    # Operators decide nothing: no badge at all (zero is hidden).
+    assert badge(people["operator"]).endswith(">0") and 'class="count zero"' in badge(
+        people["operator"]
+    )
+    assert badge(people["approver"]).endswith(">2")
+    # The admin started one of the two runs: four-eyes, only the other counts.
+    assert badge(people["admin"]).endswith(">1")
+    from agentweb.web.context import pending_count
+
+    assert pending_count(people["admin"]) == 1 and pending_count(people["outsider"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("role", "lands"),
+    [("operator", "/tickets/"), ("approver", "/approvals/"), ("admin", "/tickets/")],
+)
+def test_people_land_on_their_start_page(people: dict, role: str, lands: str) -> None:
+    client = Client()
+    response = client.post("/accounts/login/", {"username": role, "password": "pw-123456789"})
+    assert response.status_code == 302 and response["Location"] == lands
+    assert client.get("/").headers["Location"] == lands

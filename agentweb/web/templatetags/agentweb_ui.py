@@ -53,6 +53,8 @@ def since(value: datetime | None, until: datetime | None = None) -> str:
         return "—"
     end = until or timezone.now()
     seconds = max(0, int((end - value).total_seconds()))
+    if seconds < 1:
+        return "<1s"
     if seconds < 60:
         return f"{seconds}s"
     if seconds < 3600:
@@ -60,6 +62,21 @@ def since(value: datetime | None, until: datetime | None = None) -> str:
     if seconds < 86400:
         return f"{seconds // 3600}h {(seconds % 3600) // 60:02d}m"
     return f"{seconds // 86400}d {(seconds % 86400) // 3600}h"
+
+
+@register.filter
+def ago(value: datetime | None) -> str:
+    """How long ago, for people: "just now", "3 minutes ago", "2 hours ago", "5 days ago"."""
+    if value is None:
+        return "—"
+    seconds = int((timezone.now() - value).total_seconds())
+    if seconds < 60:
+        return "just now"  # also a clock a little ahead of ours
+    for size, unit in ((86400 * 365, "year"), (86400, "day"), (3600, "hour"), (60, "minute")):
+        if seconds >= size:
+            n = seconds // size
+            return f"{n} {unit}{'' if n == 1 else 's'} ago"
+    return "just now"
 
 
 @register.filter

@@ -1,0 +1,117 @@
+/* Small page behaviours: menus, confirmations, copy buttons, the approvals inbox keys. */
+(function () {
+  "use strict";
+
+  // A button with data-toggle="<selector>" opens/closes that element (class "open").
+  document.addEventListener("click", function (ev) {
+    var button = ev.target.closest("[data-toggle]");
+    document.querySelectorAll(".open[data-menu]").forEach(function (el) {
+      if (!el.contains(ev.target)) close(el);
+    });
+    if (!button) return;
+    var target = document.querySelector(button.dataset.toggle);
+    if (!target) return;
+    var open = !target.classList.contains("open");
+    target.classList.toggle("open", open);
+    target.setAttribute("data-menu", "");
+    button.setAttribute("aria-expanded", String(open));
+  });
+  function close(el) {
+    el.classList.remove("open");
+    el.querySelectorAll("[aria-expanded]").forEach(function (b) { b.setAttribute("aria-expanded", "false"); });
+    var own = document.querySelector('[data-toggle="#' + el.id + '"]');
+    if (own) own.setAttribute("aria-expanded", "false");
+  }
+  document.addEventListener("keydown", function (ev) {
+    if (ev.key === "Escape") document.querySelectorAll(".open[data-menu]").forEach(close);
+  });
+
+  // <form data-confirm="question"> asks before it submits.
+  document.addEventListener("submit", function (ev) {
+    var form = ev.target.closest("form[data-confirm]");
+    if (form && !window.confirm(form.dataset.confirm)) {
+      ev.preventDefault();
+      ev.stopImmediatePropagation();
+    }
+  }, true);
+
+  // <button data-copy="#input"> copies that input's value.
+  document.addEventListener("click", function (ev) {
+    var button = ev.target.closest("[data-copy]");
+    if (!button) return;
+    var input = document.querySelector(button.dataset.copy);
+    if (!input) return;
+    input.select();
+    var done = function () { button.textContent = "Copied"; };
+    if (navigator.clipboard && window.isSecureContext) {
+      navigator.clipboard.writeText(input.value).then(done, function () { document.execCommand("copy"); done(); });
+    } else {
+      document.execCommand("copy");
+      done();
+    }
+  });
+
+  /* Approvals inbox: j/k move, a approves, e opens the edit box, r rejects (asks for a
+     reason). Keys are ignored while typing in a field. */
+  function inboxItems() {
+    return Array.prototype.slice.call(document.querySelectorAll("#inbox .inbox-item"));
+  }
+  function current() {
+    return document.querySelector("#inbox .inbox-item.selected");
+  }
+  function select(item) {
+    inboxItems().forEach(function (el) { el.classList.toggle("selected", el === item); el.removeAttribute("aria-current"); });
+    if (item) {
+      item.setAttribute("aria-current", "true");
+      item.scrollIntoView({ block: "nearest" });
+    }
+  }
+  document.addEventListener("keydown", function (ev) {
+    if (!document.getElementById("inbox")) return;
+    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    var tag = (ev.target.tagName || "").toLowerCase();
+    if (tag === "input" || tag === "textarea" || tag === "select" || ev.target.isContentEditable) return;
+    var items = inboxItems();
+    if (!items.length) return;
+    var item = current();
+    var index = item ? items.indexOf(item) : -1;
+    if (ev.key === "j") { select(items[Math.min(items.length - 1, index + 1)]); ev.preventDefault(); return; }
+    if (ev.key === "k") { select(items[Math.max(0, index - 1)]); ev.preventDefault(); return; }
+    if (!item) return;
+    if (ev.key === "a") {
+      var approve = item.querySelector('button[name="decision"][value="approve"]');
+      if (approve) { approve.click(); ev.preventDefault(); }
+    } else if (ev.key === "e") {
+      var edit = item.querySelector("details.edit");
+      if (edit) {
+        edit.open = true;
+        var area = edit.querySelector("textarea");
+        if (area) area.focus();
+        ev.preventDefault();
+      }
+    } else if (ev.key === "r") {
+      var reject = item.querySelector("details.reject");
+      if (reject) {
+        reject.open = true;
+        var field = reject.querySelector("textarea, input[name=comment]");
+        if (field) field.focus();
+        ev.preventDefault();
+      }
+    }
+  });
+  // The list is re-rendered by htmx when approvals change: keep the selection by id.
+  var selectedId = null;
+  document.addEventListener("htmx:beforeSwap", function () {
+    var item = current();
+    selectedId = item ? item.id : null;
+  });
+  document.addEventListener("htmx:afterSettle", function () {
+    if (!selectedId) return;
+    var item = document.getElementById(selectedId);
+    if (item) select(item);
+    else {
+      var first = inboxItems()[0];
+      if (first) select(first);
+    }
+  });
+})();
