@@ -3,13 +3,21 @@
 import os
 from datetime import timedelta
 
-from celery import Celery
+from celery import Celery, signals
+
+from agentweb.observability import logs
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentweb.settings")
 
 app = Celery("agentweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+if logs.json_enabled():
+    # Celery keeps Django's LOGGING (JSON lines) instead of installing its own format.
+    signals.setup_logging.connect(
+        lambda loglevel=None, **kw: logs.setup_celery_logging(loglevel), weak=False
+    )
 
 # Recovery is ours, not the broker's: leases that expired are re-enqueued every few
 # seconds, and approvals past their expiry are closed as rejected.

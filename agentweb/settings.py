@@ -17,6 +17,7 @@ from agentweb.env import (
     parse_prices,
     redis_urls,
 )
+from agentweb.observability.logs import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -193,12 +194,10 @@ if not DEBUG:
     SECURE_HSTS_PRELOAD = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
-    "loggers": {"httpx": {"level": "WARNING"}, "daphne": {"level": "WARNING"}},
-}
+# --- Observability (DESIGN §10; traces are configured by the standard OTEL_* variables).
+AGENTWEB_METRICS_TOKEN = env_str("AGENTWEB_METRICS_TOKEN")
+AGENTWEB_LOG_FORMAT = env_str("AGENTWEB_LOG_FORMAT", "plain").lower()
+if AGENTWEB_LOG_FORMAT not in {"plain", "json"}:
+    raise ImproperlyConfigured("AGENTWEB_LOG_FORMAT must be 'plain' or 'json'")
+LOGGING = logging_config(AGENTWEB_LOG_FORMAT, os.environ.get("LOG_LEVEL", "INFO"))
 WHITENOISE_USE_FINDERS = DEBUG

@@ -3,9 +3,11 @@ from django.urls import include, path
 
 from agentweb.accounts.views import LoginView
 from agentweb.health import healthz
+from agentweb.observability.views import metrics_view
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),

@@ -15,6 +15,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from agentweb.observability.steps import events_stored as observe_stored
 from agentweb.runs import publish
 from agentweb.runs.models import AgentProfile, Approval, AuditEntry, Run, RunEvent, arguments_hash
 
@@ -75,6 +76,7 @@ def append_events(
     if save_seq:
         Run.objects.filter(pk=run.pk).update(last_seq=seq)
     publish.run_changed_on_commit(run.pk, seq, run.status)
+    observe_stored(run, rows)  # spans and metrics, after commit
     return rows
 
 

@@ -25,6 +25,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from agentweb.observability import steps as observe
 from agentweb.runs import actions, publish
 from agentweb.runs.agents import build_agent, registry
 from agentweb.runs.journal import DbJournal
@@ -207,6 +208,7 @@ def _drive(run_id: int, owner: str, lost: threading.Event) -> str:
             return _persist(run, owner, state, [], Cancelled(), journal)
         deltas = _DeltaPublisher(run.pk) if agent.config.stream else None
         step = agent.step(state, on_delta=deltas, tool_context=context)
+        observe.step_finished()  # the end of the step's spans
         outcome = step.outcome
         status = _persist(run, owner, state, [e.to_json() for e in step.events], outcome, journal)
         if outcome is not None:

@@ -11,6 +11,8 @@ from django.core.exceptions import ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 
+from agentweb.observability.ids import new_span_id, new_trace_id
+
 
 def arguments_hash(arguments: dict[str, Any]) -> str:
     """Stable hash of tool arguments (key order and whitespace do not matter)."""
@@ -108,6 +110,11 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # One OpenTelemetry trace per run across pauses, resumes and workers (DESIGN §10):
+    # every span of the run is a child of the root span whose id is stored here.
+    trace_id = models.CharField(max_length=32, default=new_trace_id, editable=False)
+    trace_span_id = models.CharField(max_length=16, default=new_span_id, editable=False)
+    trace_parent_span_id = models.CharField(max_length=16, blank=True, editable=False)
 
     class Meta:
         ordering = ["-created_at"]
@@ -119,6 +126,14 @@ class Run(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.pk} ({self.status})"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        parent_id = getattr(self, "parent_id", None)  # a child run (delegation)
+        if self._state.adding and parent_id and not self.trace_parent_span_id:
+            # Same trace as its parent; its root span is a child of the parent's.
+            parent = Run.objects.only("trace_id", "trace_span_id").get(pk=parent_id)
+            self.trace_id, self.trace_parent_span_id = parent.trace_id, parent.trace_span_id
+        super().save(*args, **kwargs)
 
     @property
     def is_active(self) -> bool:

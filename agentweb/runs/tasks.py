@@ -2,15 +2,29 @@
 
 from __future__ import annotations
 
+import logging
+
 from celery import shared_task
 
+from agentweb.observability.logs import run_scope
 from agentweb.runs import actions, engine
+from agentweb.runs.models import Run
+
+log = logging.getLogger(__name__)
 
 
 @shared_task(acks_late=True, ignore_result=True)
 def run_agent(run_id: int) -> str | None:
     """Advance a run (new, resumed after a decision, or recovered after a crash)."""
-    return engine.execute_run(run_id)
+    trace_id = Run.objects.filter(pk=run_id).values_list("trace_id", flat=True).first()
+    with run_scope(run_id, trace_id or ""):
+        log.info("run %s: worker picked it up", run_id)
+        status = engine.execute_run(run_id)
+        if status is None:
+            log.info("run %s: not ours (taken by another worker, or not runnable)", run_id)
+        else:
+            log.info("run %s: %s", run_id, status, extra={"status": status})
+        return status
 
 
 @shared_task(ignore_result=True)

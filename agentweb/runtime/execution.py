@@ -4,6 +4,7 @@ into results, and results cut for the model while the full value is kept for the
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import json
 import os
 import queue
@@ -58,7 +59,8 @@ class ToolPool:
                 self._threads += 1
                 name = f"{self._name}-{self._threads}"
                 threading.Thread(target=self._work, name=name, daemon=True).start()
-        self._queue.put((fut, fn))
+        # The caller's context variables (a run's log fields) go with the call.
+        self._queue.put((fut, partial(contextvars.copy_context().run, fn)))
         return fut
 
     def _work(self) -> None:

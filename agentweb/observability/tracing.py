@@ -1,0 +1,418 @@
+"""OpenTelemetry traces of runs, derived from the stored events (DESIGN §10).
+
+On when ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) is set;
+otherwise ``enabled()`` is False and the SDK is never imported. Everything else is the
+SDK's own reading of the standard variables: ``OTEL_SERVICE_NAME``,
+``OTEL_RESOURCE_ATTRIBUTES``, ``OTEL_EXPORTER_OTLP_HEADERS``, ``OTEL_TRACES_SAMPLER`` (+
+``_ARG``), ``OTEL_BSP_*``, ``OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT`` … The exporter is OTLP over
+HTTP/protobuf.
+
+One run is one trace. Its ids are stored with the run (``Run.trace_id``,
+``Run.trace_span_id``): every span is created with that parent context, in whichever
+process stored the events, so pauses, resumes and other workers add to the same trace.
+The root span ``invoke_agent <profile>`` (with the stored span id) covers the run from its
+start to its end and is exported when the run ends; its children are exported as their
+steps are stored:
+
+- ``chat <model>`` per model call, ``execute_tool <name>`` per tool call: placed on the
+  clock backwards from the moment the step was stored, from the latencies and durations
+  the events carry (tools of one turn run concurrently, after the model call);
+- ``await_approval <tool>`` from the approval request to the decision (stored by the
+  deciding process); the tool's span follows it in the resumed step;
+- a child run's root span has the parent run's root span as its parent (same trace).
+
+Message content (prompt, completion, tool arguments and results) is recorded only when
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+    from opentelemetry.trace import Tracer
+
+    from agentweb.observability.steps import StoredStep
+
+log = logging.getLogger(__name__)
+
+SCOPE = "agentweb"
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def configured(env: Mapping[str, str] = os.environ) -> bool:
+    """Whether the environment asks for traces."""
+    if env.get("OTEL_SDK_DISABLED", "").strip().lower() in _TRUE:
+        return False
+    if env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() == "none":
+        return False
+    return bool(
+        env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
+        or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
+    )
+
+
+def capture_content(env: Mapping[str, str] = os.environ) -> bool:
+    value = env.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "")
+    return enabled() and value.strip().lower() in _TRUE
+
+
+class _Tracing:
+    def __init__(self) -> None:
+        self.enabled = configured()
+        self.lock = threading.Lock()
+        self.provider: TracerProvider | None = None
+        self.tracer: Tracer | None = None
+        self.pid = 0
+
+
+_state = _Tracing()
+_forced = threading.local()  # ids the next span must take (the run's stored root span)
+
+
+def enabled() -> bool:
+    return _state.enabled
+
+
+def _make_provider(processor: SpanProcessor | None = None) -> TracerProvider:
+    from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
+
+    from agentweb.observability.logs import process_kind
+
+    class StoredIds(RandomIdGenerator):
+        """Random ids, except for the root span of a run, whose ids were stored."""
+
+        def generate_trace_id(self) -> int:
+            forced = getattr(_forced, "trace_id", None)
+            return forced if forced is not None else super().generate_trace_id()
+
+        def generate_span_id(self) -> int:
+            forced = getattr(_forced, "span_id", None)
+            return forced if forced is not None else super().generate_span_id()
+
+    resource = Resource.create({"agentweb.process": process_kind()})
+    if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({SERVICE_NAME: "agentweb"}))
+    provider = TracerProvider(resource=resource, id_generator=StoredIds())
+    if processor is None:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+        processor = BatchSpanProcessor(OTLPSpanExporter())
+    provider.add_span_processor(processor)
+    return provider
+
+
+def _tracer() -> Tracer:
+    with _state.lock:
+        if _state.tracer is None or _state.pid != os.getpid():
+            _state.provider = _make_provider()
+            _state.tracer = _state.provider.get_tracer(SCOPE)
+            _state.pid = os.getpid()
+        return _state.tracer
+
+
+def use_processor(processor: SpanProcessor) -> TracerProvider:
+    """Send spans to ``processor`` (tests: an in-memory exporter) and switch tracing on."""
+    provider = _make_provider(processor)
+    with _state.lock:
+        _state.provider, _state.tracer = provider, provider.get_tracer(SCOPE)
+        _state.pid, _state.enabled = os.getpid(), True
+    return provider
+
+
+def reset() -> None:
+    """Back to what the environment says (tests)."""
+    with _state.lock:
+        _state.provider, _state.tracer, _state.pid = None, None, 0
+        _state.enabled = configured()
+
+
+def traceparent(trace_id: str, span_id: str) -> str:
+    """The W3C ``traceparent`` header for a run's root span (for outgoing calls)."""
+    return f"00-{trace_id}-{span_id}-01"
+
+
+# --- spans from a stored step -----------------------------------------------------------
+
+
+def _ns(moment: datetime) -> int:
+    return int(moment.timestamp() * 1_000_000_000)
+
+
+def _provider_and_model(spec: str) -> tuple[str, str]:
+    provider, sep, model = spec.partition(":")
+    return (provider, model) if sep else ("agentweb", spec or "unknown")
+
+
+def _parent(step: StoredStep) -> Any:
+    """Context whose current span is the run's root span (a remote parent)."""
+    from opentelemetry import trace
+
+    tracer = _tracer()
+    trace_id, span_id = int(step.trace_id, 16), int(step.span_id, 16)
+    sampled = _root_sampled(tracer, step)
+    flags = trace.TraceFlags(trace.TraceFlags.SAMPLED if sampled else trace.TraceFlags.DEFAULT)
+    root = trace.SpanContext(trace_id, span_id, is_remote=True, trace_flags=flags)
+    return trace.set_span_in_context(trace.NonRecordingSpan(root))
+
+
+def _root_context(step: StoredStep) -> Any:
+    """Parent context of the root span: none, or a parent run's root span."""
+    from opentelemetry import trace
+
+    if not step.parent_span_id:
+        return None
+    parent = trace.SpanContext(
+        int(step.trace_id, 16),
+        int(step.parent_span_id, 16),
+        is_remote=True,
+        trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+    )
+    return trace.set_span_in_context(trace.NonRecordingSpan(parent))
+
+
+def _root_sampled(tracer: Tracer, step: StoredStep) -> bool:
+    """The sampler's decision for the run's root span: the same in every process (the
+    standard samplers decide on the trace id), so a run's spans are kept or dropped
+    together."""
+    sampler = getattr(tracer, "sampler", None)
+    if sampler is None:
+        return True
+    result = sampler.should_sample(_root_context(step), int(step.trace_id, 16), "invoke_agent")
+    return bool(result.decision.is_sampled())
+
+
+def record(step: StoredStep) -> None:
+    """Export the spans a stored batch of events describes."""
+    tracer = _tracer()
+    parent = _parent(step)
+    capture = capture_content()
+    provider, _ = _provider_and_model(step.model)
+    cursor = step.stored_ns
+    phases = _phases(step.events)
+    for kind, items in reversed(phases):
+        if kind == "model":
+            data = items[0][1]
+            end = cursor
+            start = end - int(float(data.get("latency_ms") or 0) * 1_000_000)
+            _chat_span(tracer, parent, step, data, provider, start, end, capture)
+            cursor = start
+        elif kind == "tools":
+            cursor = _tool_spans(tracer, parent, items, cursor, capture)
+    for call_id, (requested, decided) in step.approval_times().items():
+        data = next(
+            d for k, d in step.events if k == "approval_decided" and d["call_id"] == call_id
+        )
+        span = tracer.start_span(
+            f"await_approval {data.get('tool', '')}",
+            context=parent,
+            start_time=_ns(requested),
+            attributes={
+                "gen_ai.operation.name": "await_approval",
+                "gen_ai.tool.name": str(data.get("tool", "")),
+                "gen_ai.tool.call.id": str(call_id),
+                "agentweb.run.id": step.run_id,
+                "agentweb.approval.decision": str(data.get("decision", "")),
+                "agentweb.approval.edited": bool(data.get("edited")),
+            },
+        )
+        span.end(end_time=_ns(decided) if decided else step.stored_ns)
+    status = step.final_status
+    if status is not None:
+        _root_span(tracer, step, status, provider)
+
+
+def _phases(events: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, list[Any]]]:
+    """Consecutive tool events form one concurrent group; each model call is its own."""
+    phases: list[tuple[str, list[Any]]] = []
+    for kind, data in events:
+        if kind == "model_called":
+            phases.append(("model", [(kind, data)]))
+        elif kind in ("tool_call_started", "tool_call_finished"):
+            if not phases or phases[-1][0] != "tools":
+                phases.append(("tools", []))
+            phases[-1][1].append((kind, data))
+    return phases
+
+
+def _chat_span(
+    tracer: Tracer,
+    parent: Any,
+    step: StoredStep,
+    data: dict[str, Any],
+    provider: str,
+    start: int,
+    end: int,
+    capture: bool,
+) -> None:
+    from opentelemetry.trace import SpanKind
+
+    _, requested = _provider_and_model(step.model)
+    tokens = data.get("tokens") or {}
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.provider.name": provider,
+        "gen_ai.request.model": requested,
+        "gen_ai.response.model": str(data.get("model") or requested),
+        "gen_ai.usage.input_tokens": int(tokens.get("input") or 0),
+        "gen_ai.usage.output_tokens": int(tokens.get("output") or 0),
+        "gen_ai.response.finish_reasons": [str(data.get("finish_reason") or "unknown")],
+        "agentweb.run.id": step.run_id,
+    }
+    if data.get("cost_usd") is not None:
+        attributes["agentweb.cost_usd"] = float(data["cost_usd"])
+    if data.get("iteration") is not None:
+        attributes["agentweb.iteration"] = int(data["iteration"])
+    if capture:
+        attributes.update(_content(step, data))
+    span = tracer.start_span(
+        f"chat {requested}",
+        context=parent,
+        kind=SpanKind.CLIENT,
+        start_time=start,
+        attributes=attributes,
+    )
+    span.end(end_time=end)
+
+
+def _tool_spans(
+    tracer: Tracer, parent: Any, items: list[tuple[str, dict[str, Any]]], cursor: int, capture: bool
+) -> int:
+    from opentelemetry.trace import Status, StatusCode
+
+    started = {d.get("call_id"): d for k, d in items if k == "tool_call_started"}
+    finished = [d for k, d in items if k == "tool_call_finished" and not d.get("reused")]
+    if not finished:
+        return cursor
+    group = max(int(float(d.get("duration_ms") or 0) * 1_000_000) for d in finished)
+    start = cursor - group
+    for data in finished:
+        name = str(data.get("tool", ""))
+        attributes: dict[str, Any] = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": name,
+            "gen_ai.tool.call.id": str(data.get("call_id", "")),
+            "gen_ai.tool.type": "function",
+        }
+        risk = (started.get(data.get("call_id")) or {}).get("risk")
+        if risk:
+            attributes["agentweb.tool.risk"] = str(risk)
+        if capture:
+            arguments = (started.get(data.get("call_id")) or {}).get("arguments")
+            attributes["gen_ai.tool.call.arguments"] = _json(arguments)
+            attributes["gen_ai.tool.call.result"] = _json(
+                data.get("result") if data.get("ok") else data.get("error")
+            )
+        span = tracer.start_span(
+            f"execute_tool {name}", context=parent, start_time=start, attributes=attributes
+        )
+        if not data.get("ok"):
+            span.set_attribute("error.type", "tool_error")
+            span.set_status(Status(StatusCode.ERROR, str(data.get("error") or "")[:500]))
+        span.end(end_time=start + int(float(data.get("duration_ms") or 0) * 1_000_000))
+    return start
+
+
+def _root_span(tracer: Tracer, step: StoredStep, status: str, provider: str) -> None:
+    from opentelemetry.trace import Status, StatusCode
+
+    _, requested = _provider_and_model(step.model)
+    agent = step.agent()
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": agent,
+        "gen_ai.provider.name": provider,
+        "gen_ai.request.model": requested,
+        "gen_ai.usage.input_tokens": int(step.usage.get("input_tokens") or 0),
+        "gen_ai.usage.output_tokens": int(step.usage.get("output_tokens") or 0),
+        "agentweb.run.id": step.run_id,
+        "agentweb.run.status": status,
+    }
+    if step.usage.get("cost_usd") is not None:
+        attributes["agentweb.cost_usd"] = float(step.usage["cost_usd"])
+    start = _ns(step.started_at or step.created_at)
+    _forced.trace_id, _forced.span_id = int(step.trace_id, 16), int(step.span_id, 16)
+    try:
+        span = tracer.start_span(
+            f"invoke_agent {agent}",
+            context=_root_context(step),
+            start_time=min(start, step.stored_ns),
+            attributes=attributes,
+        )
+    finally:
+        _forced.trace_id = _forced.span_id = None
+    if status == "failed":
+        reason = next((d.get("reason") for k, d in step.events if k == "run_failed"), "")
+        span.set_status(Status(StatusCode.ERROR, str(reason or step.failure_reason)[:500]))
+    span.end(end_time=step.stored_ns)
+
+
+# --- message content (opt-in) -----------------------------------------------------------
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, default=str, ensure_ascii=False)
+
+
+def _parts(message: Mapping[str, Any]) -> list[dict[str, Any]]:
+    parts: list[dict[str, Any]] = []
+    if message.get("role") == "tool":
+        return [
+            {
+                "type": "tool_call_response",
+                "id": message.get("call_id"),
+                "response": message.get("content"),
+            }
+        ]
+    if message.get("content"):
+        parts.append({"type": "text", "content": message["content"]})
+    for call in message.get("tool_calls") or []:
+        parts.append(
+            {
+                "type": "tool_call",
+                "id": call.get("id"),
+                "name": call.get("name"),
+                "arguments": call.get("arguments"),
+            }
+        )
+    return parts
+
+
+def _content(step: StoredStep, data: dict[str, Any]) -> dict[str, str]:
+    """GenAI content attributes: the stored conversation up to this call (not the
+    budgeted window the context policy sent) and the model's reply."""
+    output = [
+        {
+            "role": "assistant",
+            "parts": _parts({"content": data.get("text"), "tool_calls": data.get("tool_calls")}),
+            "finish_reason": str(data.get("finish_reason") or "unknown"),
+        }
+    ]
+    attributes = {"gen_ai.output.messages": _json(output)}
+    messages = list((step.state or {}).get("messages") or [])
+    last = max((i for i, m in enumerate(messages) if m.get("role") == "assistant"), default=None)
+    if last is not None:
+        history = messages[:last]
+        system = [m for m in history if m.get("role") == "system"]
+        if system:
+            attributes["gen_ai.system_instructions"] = _json(
+                [{"type": "text", "content": m.get("content")} for m in system]
+            )
+        attributes["gen_ai.input.messages"] = _json(
+            [
+                {"role": m.get("role"), "parts": _parts(m)}
+                for m in history
+                if m.get("role") != "system"
+            ]
+        )
+    return attributes

@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.runs.conftest import enqueued, people, sample_registry, scripted
+
+__all__ = ["enqueued", "people", "sample_registry", "scripted"]
+
+
+@pytest.fixture
+def spans() -> Iterator[Any]:
+    """Tracing on, into an in-memory exporter (one span processor per 'process')."""
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from agentweb.observability import tracing
+
+    exporter = InMemorySpanExporter()
+    tracing.use_processor(SimpleSpanProcessor(exporter))
+    yield exporter
+    tracing.reset()
