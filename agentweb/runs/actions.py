@@ -162,6 +162,9 @@ def finish_cancelled(run: Run, *, by: str = "") -> None:
     append_events(run, [{"type": "run_cancelled", "data": {"by": by}}])
     if closed:
         publish.approvals_changed_on_commit()
+    from agentweb.runs import delegation
+
+    delegation.run_ended(run)  # report to the parent; cancel the children
 
 
 # --- approvals ------------------------------------------------------------------------

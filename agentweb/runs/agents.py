@@ -122,6 +122,11 @@ def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
     # every tool: they play fixed scenarios).
     policy = LayeredContextPolicy.for_model(model, profile.context_budget_tokens, spec=spec)
     tools = policy.with_search_tool(profile_tools(profile).subset(allowed_tools(profile)))
+    from agentweb.runs.delegation import tools_for
+
+    delegation_tools = tools_for(profile)  # delegate_task, wait_for_tasks (DESIGN §8)
+    if delegation_tools:
+        tools = ToolRegistry([*tools, *delegation_tools])
     config = AgentConfig(
         system_prompt=render_prompt(profile.system_prompt, prompt_variables(run)),
         max_iterations=profile.max_iterations,

@@ -19,6 +19,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from agentweb.accounts.models import ApiToken, hash_token
 from agentweb.runs import actions
+from agentweb.runs.delegation import children_ids
 from agentweb.runs.models import Approval, Run, RunEvent
 from agentweb.runs.outcomes import actions_by_run
 
@@ -111,7 +112,13 @@ def _get_run(user: Any, run_id: int) -> Run:
     return run
 
 
-def run_json(run: Run, actions: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+def run_json(
+    run: Run,
+    actions: list[dict[str, Any]] | None = None,
+    children: list[int] | None = None,
+) -> dict[str, Any]:
+    if children is None:
+        children = list(run.children.order_by("pk").values_list("pk", flat=True))
     return {
         "id": run.pk,
         "status": run.status,
@@ -128,6 +135,8 @@ def run_json(run: Run, actions: list[dict[str, Any]] | None = None) -> dict[str,
         "last_seq": run.last_seq,
         "usage": run.usage or {},
         "actions": run.actions() if actions is None else actions,
+        "parent_id": run.parent_id,
+        "children": children,
     }
 
 
@@ -179,8 +188,8 @@ def runs(request: HttpRequest) -> HttpResponse:
         qs = qs.filter(Q(task__icontains=q) | Q(final_answer__icontains=q))
     limit = min(_int_param(request, "limit", 50), 200)
     page = list(qs[:limit])
-    fates = actions_by_run(page)
-    return JsonResponse({"runs": [run_json(r, fates[r.pk]) for r in page]})
+    fates, children = actions_by_run(page), children_ids(page)
+    return JsonResponse({"runs": [run_json(r, fates[r.pk], children[r.pk]) for r in page]})
 
 
 @api_view(("GET",))

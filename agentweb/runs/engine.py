@@ -26,7 +26,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agentweb.observability import steps as observe
-from agentweb.runs import actions, publish
+from agentweb.runs import actions, delegation, publish
 from agentweb.runs.agents import build_agent, registry
 from agentweb.runs.journal import DbJournal
 from agentweb.runs.models import Approval, Run, ToolExecution, arguments_hash
@@ -38,6 +38,7 @@ from agentweb.runtime.loop import (
     Finished,
     LoopState,
     NeedsApproval,
+    NeedsSubtasks,
 )
 from agentweb.runtime.tools import ToolContext
 
@@ -177,6 +178,7 @@ def _after_crash(run_id: int, owner: str, exc: Exception) -> str | None:
             ]
         )
         actions.append_events(run, [{"type": "run_failed", "data": {"reason": run.failure_reason}}])
+        delegation.run_ended(run)
     return Run.Status.FAILED
 
 
@@ -219,7 +221,7 @@ def _risk(run: Run, tool_name: str) -> str:
     override = (run.agent.risk_overrides or {}).get(tool_name)
     if override:
         return str(override)
-    tool = registry().get(tool_name)
+    tool = registry().get(tool_name) or delegation.builtin(tool_name)
     return str(tool.risk) if tool is not None else "high"  # unknown: treat as risky
 
 
@@ -306,6 +308,7 @@ def _persist(
             raise LeaseLost
         run.last_seq, run.cancel_requested = locked.last_seq, locked.cancel_requested
         journal.save_deferred()
+        events = delegation.announce_children(run, events)
         now = timezone.now()
         update: dict[str, Any] = {"state": state.to_json(), "lease_expires_at": now + _lease()}
         if any(e["type"] == "model_called" for e in events):
@@ -330,6 +333,8 @@ def _persist(
         elif isinstance(outcome, NeedsApproval):
             _open_approvals(run, outcome, events)
             update.update(status=Run.Status.WAITING_APPROVAL, lease_owner="", lease_expires_at=None)
+        elif isinstance(outcome, NeedsSubtasks):
+            update.update(delegation.pause_update(run, outcome))
         for key, value in update.items():
             setattr(run, key, value)
         if isinstance(outcome, Cancelled):
@@ -338,6 +343,8 @@ def _persist(
         else:
             actions.append_events(run, events, save_seq=False)
             Run.objects.filter(pk=run.pk).update(last_seq=run.last_seq, **update)
+            if run.status in Run.FINAL:
+                delegation.run_ended(run)
         return run.status
 
 

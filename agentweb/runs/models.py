@@ -42,6 +42,9 @@ class AgentProfile(models.Model):
         help_text='{"tool": "always"|"never"|{"argument": "amount", "at_least": 20}}',
     )
     context_budget_tokens = models.PositiveIntegerField(default=16000)
+    delegates = models.JSONField(
+        default=list, blank=True, help_text="Profile names this one may hand work to"
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
@@ -71,6 +74,16 @@ class AgentProfile(models.Model):
                 'an object of tool: "always" | "never" | "default" | '
                 '{"argument": "amount", "at_least": 20}'
             )
+        delegates = self.delegates
+        if not isinstance(delegates, list) or not all(isinstance(n, str) for n in delegates):
+            errors["delegates"] = 'a list of agent profile names, e.g. ["billing-specialist"]'
+        elif delegates:
+            known = set(
+                AgentProfile.objects.filter(name__in=delegates).values_list("name", flat=True)
+            )
+            unknown = [n for n in delegates if n not in known and n != self.name]
+            if unknown:
+                errors["delegates"] = f"unknown agent profiles: {', '.join(unknown)}"
         if errors:
             raise ValidationError(errors)
 
@@ -80,11 +93,12 @@ class Run(models.Model):
         QUEUED = "queued"
         RUNNING = "running"
         WAITING_APPROVAL = "waiting_approval"
+        WAITING_SUBTASKS = "waiting_subtasks"
         SUCCEEDED = "succeeded"
         FAILED = "failed"
         CANCELLED = "cancelled"
 
-    ACTIVE = (Status.QUEUED, Status.RUNNING, Status.WAITING_APPROVAL)
+    ACTIVE = (Status.QUEUED, Status.RUNNING, Status.WAITING_APPROVAL, Status.WAITING_SUBTASKS)
     FINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
 
     task = models.TextField()
@@ -107,6 +121,16 @@ class Run(models.Model):
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
+    # Delegation (DESIGN §8): a child run is an ordinary run with a parent.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+    )
+    root = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="descendants"
+    )
+    depth = models.PositiveSmallIntegerField(default=1)
+    parent_call_id = models.CharField(max_length=120, blank=True)
+    awaiting_tasks = models.JSONField(default=list, blank=True)
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
@@ -123,6 +147,13 @@ class Run(models.Model):
             ("view_all_runs", "Can see runs started by others"),
         ]
         indexes = [models.Index(fields=["status", "lease_expires_at"])]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["parent", "parent_call_id"],
+                condition=models.Q(parent__isnull=False),
+                name="run_child_per_call_unique",
+            )
+        ]
 
     def __str__(self) -> str:
         return f"run {self.pk} ({self.status})"
@@ -144,6 +175,11 @@ class Run(models.Model):
         from agentweb.runs.outcomes import run_actions
 
         return run_actions(self)
+
+    @property
+    def top_id(self) -> int:
+        """The id of the top-level run of this run's tree (its own for a top-level run)."""
+        return self.root_id or self.pk
 
 
 class RunEvent(models.Model):

@@ -86,8 +86,14 @@ SCHEMAS: dict[str, Any] = {
                     "output_tokens": {"type": "integer"},
                     "model_calls": {"type": "integer"},
                     "cost_usd": {"type": "number"},
+                    "children": {
+                        "type": "object",
+                        "description": "The share of the totals rolled up from child runs",
+                    },
                 },
             },
+            "parent_id": {"type": ["integer", "null"]},
+            "children": {"type": "array", "items": {"type": "integer"}},
         },
     },
     "Event": {
@@ -108,6 +114,8 @@ SCHEMAS: dict[str, Any] = {
                     "run_finished",
                     "run_failed",
                     "run_cancelled",
+                    "subtask_started",
+                    "subtask_finished",
                 ],
             },
             "at": {"type": "string", "format": "date-time"},

@@ -7,7 +7,7 @@ import logging
 from celery import shared_task
 
 from agentweb.observability.logs import run_scope
-from agentweb.runs import actions, engine
+from agentweb.runs import actions, delegation, engine
 from agentweb.runs.models import Run
 
 log = logging.getLogger(__name__)
@@ -29,6 +29,7 @@ def run_agent(run_id: int) -> str | None:
 
 @shared_task(ignore_result=True)
 def requeue_stale_runs() -> int:
+    delegation.cancel_orphans()
     return len(actions.do_requeue_stale_runs())
 
 

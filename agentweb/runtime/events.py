@@ -15,6 +15,8 @@ __all__ = [
     "RUN_FAILED",
     "RUN_FINISHED",
     "RUN_STARTED",
+    "SUBTASK_FINISHED",
+    "SUBTASK_STARTED",
     "TOOL_CALL_FINISHED",
     "TOOL_CALL_STARTED",
     "Event",
@@ -30,6 +32,9 @@ CONTEXT_COMPACTED = "context_compacted"
 RUN_FINISHED = "run_finished"
 RUN_FAILED = "run_failed"
 RUN_CANCELLED = "run_cancelled"
+# Stored by the host on a parent run when it delegates (DESIGN §8).
+SUBTASK_STARTED = "subtask_started"
+SUBTASK_FINISHED = "subtask_finished"
 
 EVENT_TYPES = frozenset(
     {
@@ -43,6 +48,8 @@ EVENT_TYPES = frozenset(
         RUN_FINISHED,
         RUN_FAILED,
         RUN_CANCELLED,
+        SUBTASK_STARTED,
+        SUBTASK_FINISHED,
     }
 )
 
