@@ -26,7 +26,7 @@ from django.utils import timezone
 from agentweb.runs import publish
 from agentweb.runs.models import AgentProfile, Run
 from agentweb.runtime.loop import NeedsSubtasks
-from agentweb.runtime.tools import Suspend, Tool, ToolContext
+from agentweb.runtime.tools import Suspend, Tool, ToolContext, ToolError
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ RESULT_CHARS = 4000
 USAGE_KEYS = ("input_tokens", "output_tokens", "model_calls", "cost_usd")
 
 
-class DelegationError(Exception):
+class DelegationError(ToolError):
     """A refused delegation: the model reads the message as the failed call's result."""
 
 
@@ -193,7 +193,8 @@ def announce_children(run: Run, events: list[dict[str, Any]]) -> list[dict[str, 
         if event["type"] != "tool_call_finished" or event["data"].get("tool") != DELEGATE:
             continue
         result = event["data"].get("result")
-        child = children.get(result.get("task_id")) if isinstance(result, dict) else None
+        task_id = result.get("task_id") if isinstance(result, dict) else None
+        child = children.get(task_id) if isinstance(task_id, int) else None
         if child is None:
             continue
         out.append(
