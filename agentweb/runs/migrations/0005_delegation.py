@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0003_approval_cancelled'),
+        ('runs', '0004_run_trace_context'),
         ('shop', '0002_shop_domain'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
