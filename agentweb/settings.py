@@ -141,6 +141,8 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
 # --- Agent configuration.
 AGENTWEB_MODEL = model_spec(env_str("AGENTWEB_MODEL", "demo"))
 AGENTWEB_STREAM = env_bool("AGENTWEB_STREAM", True)
+# A model reply's text beyond this many characters is cut (and marked truncated).
+AGENTWEB_MAX_REPLY_CHARS = env_int("AGENTWEB_MAX_REPLY_CHARS", 100_000, minimum=100)
 AGENTWEB_TOOLS = env_list("AGENTWEB_TOOLS", ["tools.ticket"])
 if not AGENTWEB_TOOLS:
     raise ImproperlyConfigured("AGENTWEB_TOOLS must name at least one module")

@@ -133,6 +133,7 @@ def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
         allowed_tools=tools.names(),
         risk_overrides=dict(profile.risk_overrides or {}),
         stream=settings.AGENTWEB_STREAM,
+        max_reply_chars=settings.AGENTWEB_MAX_REPLY_CHARS,
     )
     # Completion layer 1: a claimed refund, cancellation, address change or reply must
     # show in the shop (for runs without a ticket too).

@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from .gateway import ModelHTTPError, ModelResponse, ToolSpec
+from .gateway import CUT_OFF_REASONS, ModelHTTPError, ModelResponse, ToolSpec
 from .messages import (
     AssistantMessage,
     Message,
@@ -17,7 +17,13 @@ from .messages import (
     ToolMessage,
     Usage,
 )
-from .parsing import ThinkFilter, ensure_unique_ids, parse_arguments, split_reasoning
+from .parsing import (
+    ThinkFilter,
+    ensure_unique_ids,
+    json_complete,
+    parse_arguments,
+    split_reasoning,
+)
 from .providers import Provider
 
 __all__ = ["AnthropicModel"]
@@ -77,14 +83,21 @@ class AnthropicModel:
         texts: list[str] = []
         thinking: list[str] = []
         calls: list[ToolCall] = []
-        for block in data.get("content") or ():
+        cut: list[ToolCall] = []
+        blocks = [b for b in data.get("content") or () if isinstance(b, dict)]
+        stop = data.get("stop_reason")
+        for i, block in enumerate(blocks):
             kind = block.get("type")
             if kind == "text":
                 texts.append(str(block.get("text") or ""))
             elif kind == "thinking":
                 thinking.append(str(block.get("thinking") or ""))
             elif kind == "tool_use":
-                calls.append(_tool_call(block.get("id"), block.get("name"), block.get("input")))
+                call = _tool_call(block.get("id"), block.get("name"), block.get("input"))
+                if stop in CUT_OFF_REASONS and i == len(blocks) - 1:
+                    cut.append(call)  # the reply ended inside this call: its input is partial
+                else:
+                    calls.append(call)
         content, think = split_reasoning("".join(texts))
         message = AssistantMessage(
             content=content.strip(),
@@ -96,7 +109,8 @@ class AnthropicModel:
             _usage(data.get("usage")),
             str(data.get("model") or self.model),
             (time.perf_counter() - started) * 1000,
-            data.get("stop_reason"),
+            stop,
+            cut,
         )
 
     def stream(
@@ -175,6 +189,10 @@ class AnthropicModel:
                 order.append(idx)
                 if block.get("type") == "text" and block.get("text"):
                     self._emit(think, str(block["text"]), parts, on_delta)
+            elif kind == "content_block_stop":
+                idx = int(event.get("index", order[-1] if order else 0))
+                if idx in blocks:
+                    blocks[idx]["_stopped"] = True
             elif kind == "content_block_delta":
                 idx = int(event.get("index", order[-1] if order else 0))
                 delta = event.get("delta") or {}
@@ -198,19 +216,30 @@ class AnthropicModel:
             parts.append(tail)
             if on_delta is not None:
                 on_delta(tail)
-        calls = [
-            _tool_call(b.get("id"), b.get("name"), "".join(b["_parts"]) or b.get("input"))
-            for b in (blocks[i] for i in order if i in blocks)
-            if b.get("type") == "tool_use"
-        ]
+        uses = [b for b in (blocks[i] for i in order if i in blocks) if b.get("type") == "tool_use"]
+        unfinished = stop is None or not all(b.get("_stopped") for b in uses)
+        if uses and unfinished and stop not in CUT_OFF_REASONS:
+            # the connection closed inside a call: what arrived is not the whole call
+            raise ModelHTTPError(
+                self.provider.name, None, "stream ended inside a tool call; nothing was run"
+            )
+        calls: list[ToolCall] = []
+        cut: list[ToolCall] = []
+        for n, b in enumerate(uses):
+            text = "".join(b["_parts"])
+            call = _tool_call(b.get("id"), b.get("name"), text or b.get("input"))
+            if stop in CUT_OFF_REASONS and not json_complete(text) and (text or n == len(uses) - 1):
+                cut.append(call.model_copy(update={"arguments": {}, "raw_arguments": text}))
+            elif call.name:
+                calls.append(call)
         message = AssistantMessage(
             content="".join(parts).strip(),
-            tool_calls=ensure_unique_ids([c for c in calls if c.name]),
+            tool_calls=ensure_unique_ids(calls),
             reasoning=_join("".join(thinking) or None, think.reasoning),
         )
         usage_total = Usage(input_tokens=input_tokens, output_tokens=output_tokens)
         latency = (time.perf_counter() - started) * 1000
-        return ModelResponse(message, usage_total, model, latency, stop)
+        return ModelResponse(message, usage_total, model, latency, stop, cut)
 
     @staticmethod
     def _emit(

@@ -11,9 +11,10 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from .messages import AssistantMessage, Message, Usage
+from .messages import AssistantMessage, Message, ToolCall, Usage
 
 __all__ = [
+    "CUT_OFF_REASONS",
     "ConfigError",
     "Model",
     "ModelAuthError",
@@ -42,6 +43,16 @@ class ModelResponse:
     model: str
     latency_ms: float
     finish_reason: str | None = None
+    # Calls the reply was cut off inside (output token limit): not in ``message``, never run.
+    incomplete_calls: list[ToolCall] = field(default_factory=list)
+
+    @property
+    def cut_off(self) -> bool:
+        """The provider stopped the reply at its output token limit."""
+        return self.finish_reason in CUT_OFF_REASONS
+
+
+CUT_OFF_REASONS = frozenset({"length", "max_tokens", "model_length", "max_output_tokens"})
 
 
 class ModelError(Exception):

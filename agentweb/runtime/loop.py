@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,7 +37,13 @@ from .messages import (
     Usage,
     UserMessage,
 )
-from .parsing import ensure_unique_ids, parse_arguments, parse_text_calls, split_reasoning
+from .parsing import (
+    ensure_unique_ids,
+    parse_arguments,
+    parse_text_calls,
+    resolve_tool_name,
+    split_reasoning,
+)
 from .tools import ToolArgumentError, ToolContext, ToolRegistry
 
 __all__ = [
@@ -83,6 +90,8 @@ class AgentConfig(BaseModel):
     max_no_progress: int = 3  # rounds repeating earlier calls+results before stopping
     vision: bool = True  # False: images from tools are stored and shown, never sent
     max_context_images: int = 4  # images sent per model call (the most recent ones)
+    max_empty_replies: int = 3  # empty replies in a row before stopping
+    max_reply_chars: int = 100_000  # a reply's text (and reasoning) beyond this is cut; 0: no cap
 
 
 class PendingCall(BaseModel):
@@ -222,6 +231,9 @@ class LoopState(BaseModel):
     reminded: list[str] = Field(default_factory=list)
     round_signatures: list[str] = Field(default_factory=list)
     no_progress: int = 0
+    empty_replies: int = 0  # consecutive replies with neither text nor a call
+    cut_calls: list[str] = Field(default_factory=list)  # ids cut off in the last reply
+    cut_off: bool = False  # the last reply stopped at the token limit inside a call
     seen_call_ids: list[str] = Field(default_factory=list)
     best_answer: str | None = None
     final_answer: str | None = None
@@ -429,7 +441,7 @@ class Agent:
                 response = self.model.stream(
                     messages,
                     specs,
-                    on_delta=_safe_delta(on_delta),
+                    on_delta=_safe_delta(on_delta, self.config.max_reply_chars),
                     timeout=self.config.model_timeout,
                 )
             else:
@@ -508,23 +520,52 @@ class Agent:
             content, extra = split_reasoning(content)
             if extra:
                 reasoning = f"{reasoning}\n\n{extra}" if reasoning else extra
+        cap = self.config.max_reply_chars
+        if cap and len(content) > cap:  # bounded cost: stored, shown and sent back cut
+            content = content[:cap] + TRUNCATED_MARK
+        if cap and reasoning and len(reasoning) > cap:
+            reasoning = reasoning[:cap] + TRUNCATED_MARK
         calls = list(msg.tool_calls)
-        if not calls and content:
+        cut = [c for c in response.incomplete_calls if c.name]
+        state.cut_off = bool(response.incomplete_calls)
+        if not calls and not cut and content:
             parsed = parse_text_calls(content, self._tool_params)
-            calls, content = parsed.calls, parsed.text
+            if response.cut_off and (parsed.calls or _CALL_SYNTAX.search(content)):
+                cut, state.cut_off = parsed.calls, True  # cut off inside written-out calls
+                content = parsed.text if parsed.calls else ""
+            else:
+                calls, content = parsed.calls, parsed.text
+        calls = [c if c.name in self._tool_params else self._resolved(c) for c in calls]
+        if cut:
+            calls.extend(c.model_copy(update={"arguments": {}}) for c in cut)
         if calls:
             seen = set(state.seen_call_ids)
             calls = ensure_unique_ids(calls, seen)
             state.seen_call_ids.extend(c.id for c in calls)
+        state.cut_calls = [c.id for c in calls[len(calls) - len(cut) :]] if cut else []
         if content.strip():
             state.best_answer = content
-        if content is msg.content and calls is msg.tool_calls and reasoning is msg.reasoning:
+        if content.strip() or calls:
+            state.empty_replies = 0
+        if content is msg.content and calls == msg.tool_calls and reasoning is msg.reasoning:
             return msg
         return AssistantMessage(content=content, tool_calls=calls, reasoning=reasoning)
 
+    def _resolved(self, call: ToolCall) -> ToolCall:
+        """``functions.get_x`` and kin → ``get_x`` when that is exactly one of our tools."""
+        name = resolve_tool_name(call.name, self._tool_params)
+        return call if name is None else call.model_copy(update={"name": name})
+
     def _complete(self, state: LoopState, answer: str, events: list[Event]) -> Outcome | None:
         """Completion layers: business validator, then the model's own stop."""
+        if state.cut_off:  # cut inside a call it wrote out: not an answer, nothing ran
+            state.messages.append(UserMessage(content=_CUT_OFF_REPLY))
+            return None
         if not answer.strip():
+            state.empty_replies += 1
+            limit = self.config.max_empty_replies
+            if limit and state.empty_replies >= limit:
+                return self._stop(state, f"the model sent {limit} empty replies in a row", events)
             state.messages.append(
                 UserMessage(content="Your reply was empty. Call a tool or give your answer.")
             )
@@ -585,6 +626,8 @@ class Agent:
     ) -> tuple[TurnCall, str | None]:
         """Classify one call: error result now, awaiting a human, or queued to run."""
         item = TurnCall(call_id=call.id, name=call.name, arguments=call.arguments)
+        if call.id in state.cut_calls:  # the reply ended inside this call: never run it
+            return self._error(item, _CUT_OFF_CALL), None
         t = self.tools.get(call.name)
         if t is None:
             available = ", ".join(self.tools.names()) or "(none)"
@@ -784,6 +827,8 @@ class Agent:
         data: dict[str, Any] = {"final_answer": answer, "decided_by": decided_by}
         if reason:
             data["reason"] = reason
+        if answer.endswith(TRUNCATED_MARK):
+            data["truncated"] = True
         data["usage"] = state.usage.model_dump()
         events.append(Event(ev.RUN_FINISHED, data))
         return Finished(answer, decided_by, reason)
@@ -829,6 +874,15 @@ class Agent:
             "finish_reason": response.finish_reason,
             "iteration": state.iteration,
         }
+        if response.cut_off:  # stopped at the output token limit
+            data["cut_off"] = True
+            if state.cut_calls:
+                cut = set(state.cut_calls)
+                for c in data["tool_calls"]:
+                    if c["id"] in cut:
+                        c["cut_off"] = True
+        if message.content.endswith(TRUNCATED_MARK):
+            data["truncated"] = True
         if message.reasoning:
             data["reasoning"] = message.reasoning
         if context:
@@ -878,6 +932,20 @@ class Agent:
         )
 
 
+TRUNCATED_MARK = "\n\n[…reply truncated]"
+_CALL_SYNTAX = re.compile(
+    r"<tool_call>|<function=|\[TOOL_CALLS\]|<\|python_tag\|>|^\s*Action\s*:", re.M
+)
+_CUT_OFF_CALL = (
+    "Your reply was cut off at the output token limit while you were writing this call, "
+    "so it was not run. Send the call again, with shorter arguments or split into "
+    "smaller steps."
+)
+_CUT_OFF_REPLY = (
+    "Your reply was cut off at the output token limit in the middle of a tool call, so "
+    "nothing was run. Send the call again, with shorter arguments or split into smaller "
+    "steps."
+)
 _DUPLICATE = "Duplicate of an identical call in this turn; see its result."
 _NO_PROGRESS = "no progress: the same calls keep giving the same results"
 _UNREADABLE = (
@@ -892,16 +960,25 @@ _REPEAT_REMINDER = (
 )
 
 
-def _safe_delta(on_delta: Callable[[str], None] | None) -> Callable[[str], None] | None:
-    """Text previews must not break a run: a failing ``on_delta`` is logged and dropped."""
+def _safe_delta(
+    on_delta: Callable[[str], None] | None, cap: int = 0
+) -> Callable[[str], None] | None:
+    """Text previews must not break a run: a failing ``on_delta`` is logged and dropped.
+    With ``cap``, previews stop after that many characters (the reply is cut there)."""
     if on_delta is None:
         return None
     broken = False
+    sent = 0
 
     def deliver(text: str) -> None:
-        nonlocal broken
+        nonlocal broken, sent
         if broken:
             return
+        if cap:
+            if sent >= cap:
+                return
+            text = text[: cap - sent]
+            sent += len(text)
         try:
             on_delta(text)
         except Exception:

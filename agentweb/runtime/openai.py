@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from .gateway import ModelHTTPError, ModelResponse, ToolSpec
+from .gateway import CUT_OFF_REASONS, ModelHTTPError, ModelResponse, ToolSpec
 from .messages import (
     AssistantMessage,
     Message,
@@ -19,7 +19,13 @@ from .messages import (
     Usage,
     UserMessage,
 )
-from .parsing import ThinkFilter, ensure_unique_ids, parse_arguments, split_reasoning
+from .parsing import (
+    ThinkFilter,
+    ensure_unique_ids,
+    json_complete,
+    parse_arguments,
+    split_reasoning,
+)
 from .providers import Provider
 
 __all__ = ["OpenAIChatModel"]
@@ -144,7 +150,13 @@ class OpenAIChatModel:
     def _parse(self, data: dict[str, Any], started: float) -> ModelResponse:
         choices = data.get("choices") or [{}]
         choice = choices[0] if isinstance(choices[0], dict) else {}
+        finish = choice.get("finish_reason")
+        if finish == "error" or (data.get("error") and not choice.get("message")):
+            err = data.get("error") or "the provider ended the reply with an error"
+            raise ModelHTTPError(self.provider.name, None, _error_message(err))
         msg = choice.get("message") or {}
+        if not isinstance(msg, dict):
+            msg = {}
         content = _text(msg.get("content"))
         reasoning = next((msg[k] for k in _REASONING_KEYS if msg.get(k)), None)
         content, think = split_reasoning(content)
@@ -152,13 +164,18 @@ class OpenAIChatModel:
         raw_calls = list(msg.get("tool_calls") or [])
         if not raw_calls and isinstance(msg.get("function_call"), dict):
             raw_calls = [{"function": msg["function_call"]}]
+        cut: list[Any] = []
+        if finish in CUT_OFF_REASONS:  # cut off at the token limit: unfinished calls never run
+            cut = [tc for tc in raw_calls if not _wire_call_complete(tc)]
+            raw_calls = [tc for tc in raw_calls if _wire_call_complete(tc)]
         calls = _calls_from_wire(raw_calls)
         return ModelResponse(
             AssistantMessage(content=content.strip(), tool_calls=calls, reasoning=reasoning),
             _usage(data.get("usage")),
             str(data.get("model") or self.model),
             (time.perf_counter() - started) * 1000,
-            choice.get("finish_reason"),
+            finish,
+            _calls_from_wire(cut, keep_nameless=True),
         )
 
     # -- streamed reply ---------------------------------------------------------------------
@@ -179,7 +196,7 @@ class OpenAIChatModel:
         seen = 0
         for chunk in chunks:
             seen += 1
-            if chunk.get("error") and not chunk.get("choices"):
+            if chunk.get("error"):  # mid-stream error (OpenRouter also sends it with choices)
                 raise ModelHTTPError(self.provider.name, None, _error_message(chunk["error"]))
             if chunk.get("usage"):
                 usage = _usage(chunk["usage"])
@@ -205,20 +222,30 @@ class OpenAIChatModel:
                     acc.add({"function": delta["function_call"]})
                 if choice.get("finish_reason"):
                     finish = choice["finish_reason"]
+                    if finish == "error":
+                        raise ModelHTTPError(
+                            self.provider.name, None, "the provider ended the stream with an error"
+                        )
         if seen == 0:
             raise ModelHTTPError(self.provider.name, None, "stream ended without any data")
+        if finish is None and not acc.all_complete():
+            # the connection closed inside a call: what arrived is not the whole call
+            raise ModelHTTPError(
+                self.provider.name, None, "stream ended inside a tool call; nothing was run"
+            )
         tail = think.flush()
         if tail:
             parts.append(tail)
             if on_delta is not None:
                 on_delta(tail)
+        calls, cut = acc.calls(cut_off=finish in CUT_OFF_REASONS)
         message = AssistantMessage(
             content="".join(parts).strip(),
-            tool_calls=acc.calls(),
+            tool_calls=calls,
             reasoning=_join("".join(reasoning) or None, think.reasoning),
         )
         latency = (time.perf_counter() - started) * 1000
-        return ModelResponse(message, usage, model, latency, finish)
+        return ModelResponse(message, usage, model, latency, finish, cut)
 
 
 class _PartialCall:
@@ -233,14 +260,7 @@ class _PartialCall:
     def complete(self) -> bool:
         if self.args_obj is not None:
             return True
-        text = "".join(self.parts).strip()
-        if not text:
-            return False
-        try:
-            json.loads(text)
-        except ValueError:
-            return False
-        return True
+        return json_complete("".join(self.parts))
 
 
 class _CallAccumulator:
@@ -260,7 +280,13 @@ class _CallAccumulator:
         if target is None and index is None and self._calls:
             target = self._calls[-1]
         starts_new = target is None or (
-            bool(name) and target.name is not None and (name != target.name or target.complete())
+            bool(name)
+            and target.name is not None
+            and (
+                name != target.name
+                or target.complete()
+                or bool(tc.get("id") and target.id and tc["id"] != target.id)  # no-arg calls
+            )
         )
         if starts_new:
             target = _PartialCall()
@@ -277,13 +303,24 @@ class _CallAccumulator:
         elif args:
             target.parts.append(str(args))
 
-    def calls(self) -> list[ToolCall]:
+    def all_complete(self) -> bool:
+        return all(p.complete() or not (p.name or p.parts) for p in self._calls)
+
+    def calls(self, *, cut_off: bool = False) -> tuple[list[ToolCall], list[ToolCall]]:
+        """(calls, incomplete calls): when the reply was ``cut_off`` at the token limit,
+        a call whose arguments are not a whole JSON value is incomplete."""
         out: list[ToolCall] = []
+        cut: list[ToolCall] = []
         for p in self._calls:
-            if not p.name:
+            incomplete = cut_off and not p.complete()
+            if not p.name and not incomplete:
                 log.warning("dropping a streamed tool call without a name")
                 continue
-            parsed = parse_arguments(p.args_obj if p.args_obj is not None else "".join(p.parts))
+            raw = "".join(p.parts)
+            parsed = parse_arguments(p.args_obj if p.args_obj is not None else raw)
+            if incomplete:
+                cut.append(ToolCall(id=p.id or "", name=p.name or "", raw_arguments=raw))
+                continue
             out.append(
                 ToolCall(
                     id=p.id or "",
@@ -292,24 +329,32 @@ class _CallAccumulator:
                     raw_arguments=parsed.raw,
                 )
             )
-        return ensure_unique_ids(out)
+        return ensure_unique_ids(out), cut
 
 
-def _calls_from_wire(raw_calls: Iterable[Any]) -> list[ToolCall]:
+def _wire_call_complete(tc: Any) -> bool:
+    if not isinstance(tc, dict):
+        return True
+    fn: dict[str, Any] = tc["function"] if isinstance(tc.get("function"), dict) else tc
+    args = fn.get("arguments")
+    return isinstance(args, dict) or (isinstance(args, str) and json_complete(args))
+
+
+def _calls_from_wire(raw_calls: Iterable[Any], *, keep_nameless: bool = False) -> list[ToolCall]:
     calls: list[ToolCall] = []
     for tc in raw_calls:
         if not isinstance(tc, dict):
             continue
         fn: dict[str, Any] = tc["function"] if isinstance(tc.get("function"), dict) else tc
         name = fn.get("name")
-        if not name:
+        if not name and not keep_nameless:
             log.warning("dropping a tool call without a name: %.200r", tc)
             continue
         parsed = parse_arguments(fn.get("arguments"))
         calls.append(
             ToolCall(
                 id=str(tc.get("id") or ""),
-                name=str(name),
+                name=str(name or ""),
                 arguments=parsed.arguments,
                 raw_arguments=parsed.raw,
             )

@@ -4,14 +4,23 @@
   trailing commas, single quotes, fenced code.
 - ``split_reasoning`` / ``ThinkFilter``: ``<think>`` blocks kept out of the answer.
 - ``parse_text_calls``: the parser chain for models without native tool calls
-  (``<tool_call>`` tags → JSON call in a fenced block or whole reply → ReAct → answer).
+  (``<tool_call>`` tags, also with Qwen3-Coder's ``<function=…><parameter=…>`` body →
+  JSON call in a fenced block or whole reply → Llama "pythonic" ``[f(a=1)]`` → ReAct →
+  answer).
+- ``resolve_tool_name``: ``functions.get_x`` / ``default_api:get_x`` / ``tools/get_x`` →
+  ``get_x`` when that rest is exactly one registered tool.
 - ``ensure_unique_ids``: missing or duplicated call ids replaced by unique ones.
+
+Nothing here evaluates model text: JSON is decoded, Python-looking calls are read with
+``ast`` and ``ast.literal_eval`` on literal nodes only, and nesting deeper than
+``MAX_ARGUMENT_DEPTH`` is an error, never a ``RecursionError``.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+import math
 import re
 import uuid
 from collections.abc import Collection, Iterable, Mapping
@@ -21,13 +30,16 @@ from typing import Any
 from .messages import ToolCall
 
 __all__ = [
+    "MAX_ARGUMENT_DEPTH",
     "ArgumentsParse",
     "TextCalls",
     "ThinkFilter",
     "ensure_unique_ids",
+    "json_complete",
     "new_call_id",
     "parse_arguments",
     "parse_text_calls",
+    "resolve_tool_name",
     "split_reasoning",
 ]
 
@@ -51,29 +63,36 @@ _FENCE = re.compile(r"^\s*```[a-zA-Z0-9_-]*\s*\n?(.*?)\n?\s*```\s*$", re.S)
 _PY_WORDS = {"true": "True", "false": "False", "null": "None"}
 
 
+MAX_ARGUMENT_DEPTH = 64  # nesting levels of call arguments; deeper is refused, not parsed
+
+
 def parse_arguments(raw: Any) -> ArgumentsParse:
     """Recover a dict of arguments from whatever the provider sent."""
     if isinstance(raw, dict):
+        if _too_deep(raw):
+            return ArgumentsParse({}, _TOO_DEEP_RAW, _TOO_DEEP_ERROR)
         return ArgumentsParse(raw, None)
     if raw is None:
         return ArgumentsParse({}, None)
     if not isinstance(raw, str):
-        return ArgumentsParse({}, json.dumps(raw), f"arguments must be an object, got {raw!r}")
+        got = _clip(repr(raw), 200)
+        return ArgumentsParse({}, _dump(raw), f"arguments must be an object, got {got}")
     text = raw.strip()
-    if not text:
+    if not text or text == "null":  # no arguments: the tool's own schema decides
         return ArgumentsParse({}, None)
-    try:
-        value = json.loads(text)
-    except ValueError:
+    if text == _TOO_DEEP_RAW:
+        return ArgumentsParse({}, raw, _TOO_DEEP_ERROR)
+    value = _loads(text)
+    clean = value is not _FAILED and value is not _DEEP
+    if value is _FAILED:
         value = _repair(text)
-        clean = False
-    else:
-        clean = True
     for _ in range(2):  # double (or triple) encoded: a JSON string holding JSON
         if isinstance(value, str):
             inner = value.strip()
             value = _loads_or_repair(inner) if inner else {}
             clean = False
+    if value is _DEEP or (isinstance(value, dict) and _maybe_deep(text) and _too_deep(value)):
+        return ArgumentsParse({}, raw, _TOO_DEEP_ERROR)
     if isinstance(value, dict):
         return ArgumentsParse(value, None if clean else raw)
     if value is _FAILED:
@@ -82,32 +101,73 @@ def parse_arguments(raw: Any) -> ArgumentsParse:
 
 
 _FAILED: Any = object()
+_DEEP: Any = object()
+_TOO_DEEP_ERROR = f"arguments are nested more than {MAX_ARGUMENT_DEPTH} levels deep"
+_TOO_DEEP_RAW = "(arguments nested too deeply to show)"
 
 
-def _loads_or_repair(text: str) -> Any:
+def _loads(text: str) -> Any:
+    """``json.loads`` that answers ``_FAILED`` or ``_DEEP`` instead of raising."""
     try:
         return json.loads(text)
     except ValueError:
-        return _repair(text)
+        return _FAILED
+    except RecursionError:
+        return _DEEP
+
+
+def json_complete(text: str) -> bool:
+    """True when ``text`` is one whole JSON value, not a prefix of one cut off mid-way."""
+    return bool(text.strip()) and _loads(text) is not _FAILED
+
+
+def _loads_or_repair(text: str) -> Any:
+    value = _loads(text)
+    return _repair(text) if value is _FAILED else value
+
+
+def _maybe_deep(text: str) -> bool:
+    return text.count("{") + text.count("[") > MAX_ARGUMENT_DEPTH
+
+
+def _too_deep(value: Any, limit: int = MAX_ARGUMENT_DEPTH) -> bool:
+    """True when ``value`` nests containers more than ``limit`` levels (no recursion)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item
+        for child in children:
+            if isinstance(child, dict | list | tuple):
+                if depth >= limit:
+                    return True
+                stack.append((child, depth + 1))
+    return False
+
+
+def _dump(value: Any) -> str:
+    try:
+        return json.dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        return _TOO_DEEP_RAW
 
 
 def _repair(text: str) -> Any:
     m = _FENCE.match(text)
     if m:
         text = m.group(1).strip()
-        try:
-            return json.loads(text)
-        except ValueError:
-            pass
+        value = _loads(text)
+        if value is not _FAILED:
+            return value
     fixed = _TRAILING_COMMA.sub(r"\1", text)
-    try:
-        return json.loads(fixed)
-    except ValueError:
-        pass
+    value = _loads(fixed)
+    if value is not _FAILED:
+        return value
+    if _maybe_deep(fixed):
+        return _FAILED  # Python's parser refuses deep nesting anyway; don't try
     pythonish = re.sub(r"\b(true|false|null)\b", lambda m: _PY_WORDS[m.group(1)], fixed)
     try:
         return ast.literal_eval(pythonish)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return _FAILED
 
 
@@ -222,11 +282,15 @@ class TextCalls:
 
     text: str
     calls: list[ToolCall] = field(default_factory=list)
-    form: str = "answer"  # "tags" | "json" | "react" | "answer"
+    form: str = "answer"  # "tags" | "json" | "pythonic" | "react" | "answer"
 
 
 _TAG_CALL = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.S)
-_FUNCTION_TAG = re.compile(r"<function=([\w.-]+)>\s*(.*?)\s*</function>", re.S)
+_FUNCTION_TAG = re.compile(r"<function=([\w.:/-]+)>\s*(.*?)\s*</function>", re.S)
+_FUNCTION_OPEN = re.compile(r"<function=\s*([\w.:/-]+)\s*>")
+_PARAMETER = re.compile(
+    r"<parameter=\s*([\w.-]+)\s*>(.*?)(?:</parameter>|(?=<parameter=)|\Z)", re.S
+)
 _FENCED = re.compile(r"```([a-zA-Z_]*)[ \t]*\n(.*?)```", re.S)
 _ACTION = re.compile(r"^\s*Action\s*:\s*(.+?)\s*$", re.M | re.I)
 _ACTION_INPUT = re.compile(
@@ -237,6 +301,19 @@ _FINAL_ANSWER = re.compile(r"^\s*Final\s*Answer\s*:\s*(.*)\Z", re.M | re.S | re.
 _CALL_PREFIXES = ("[TOOL_CALLS]", "<|python_tag|>", "functools")
 _NAME_KEYS = ("name", "tool", "tool_name", "function", "action")
 _ARGS_KEYS = ("arguments", "args", "parameters", "input", "tool_input", "action_input")
+_NAMESPACE_SEP = re.compile(r"[.:/]")
+
+
+def resolve_tool_name(name: str, tool_names: Collection[str]) -> str | None:
+    """``name`` itself when registered; else, for ``functions.get_x``, ``default_api:get_x``
+    or ``tools/get_x``, the part after a prefix when that is exactly one registered tool."""
+    if name in tool_names:
+        return name
+    if not _NAMESPACE_SEP.search(name):
+        return None
+    found = {name[m.end() :] for m in _NAMESPACE_SEP.finditer(name)}
+    known = [n for n in found if n in tool_names]
+    return known[0] if len(known) == 1 else None
 
 
 def parse_text_calls(
@@ -245,10 +322,11 @@ def parse_text_calls(
 ) -> TextCalls:
     """Find tool calls written into the reply text by a model without native tool calls.
 
-    ``tool_params`` maps each registered tool name to its parameter names. JSON is only
-    a call when it has the call shape and names a registered tool; explicit call syntax
-    (``<tool_call>``, ReAct ``Action:``) counts even for an unknown name, so the model
-    hears back that the tool does not exist.
+    ``tool_params`` maps each registered tool name to its parameter names. JSON or a
+    Python-looking call is only a call when it has the call shape and names a registered
+    tool; explicit call syntax (``<tool_call>``, ``<function=…>…</function>``,
+    ``<|python_tag|>``, ReAct ``Action:``) counts even for an unknown name, so the model
+    hears back that the tool does not exist. A tool merely named in prose is no call.
     """
     if not text:
         return TextCalls(text)
@@ -256,6 +334,9 @@ def parse_text_calls(
     if calls is not None:
         return calls
     calls = _json_calls(text, tool_params)
+    if calls is not None:
+        return calls
+    calls = _pythonic_calls(text, tool_params)
     if calls is not None:
         return calls
     calls = _react_calls(text, tool_params)
@@ -273,26 +354,63 @@ def _tagged_calls(text: str, tool_params: Mapping[str, Collection[str]]) -> Text
     if "<tool_call>" in text:
         for m in _TAG_CALL.finditer(text):
             body = _FENCE.sub(lambda f: f.group(1), m.group(1)).strip()
-            obj = _loads_or_repair(body)
-            found = _calls_from_obj(obj, tool_params, require_known=False)
+            if "<function=" in body:  # Qwen3-Coder: <function=name><parameter=k>v</parameter>…
+                found = _xml_functions(body)
+            else:
+                found = _calls_from_obj(
+                    _loads_or_repair(body), tool_params, require_known=False, text=body
+                )
             if found:
                 calls.extend(found)
                 spans.append(m.span())
     if "<function=" in text:
-        for m in _FUNCTION_TAG.finditer(text):
-            args = parse_arguments(m.group(2))
-            calls.append(
-                ToolCall(
-                    id=new_call_id(),
-                    name=m.group(1),
-                    arguments=args.arguments,
-                    raw_arguments=args.raw,
-                )
-            )
+        for m in _FUNCTION_TAG.finditer(text):  # outside <tool_call>: only when closed
+            if any(a <= m.start() < b for a, b in spans):
+                continue
+            calls.append(_function_call(m.group(1), m.group(2)))
             spans.append(m.span())
     if not calls:
         return None
     return TextCalls(_cut(text, spans), calls, "tags")
+
+
+def _xml_functions(body: str) -> list[ToolCall]:
+    """The ``<function=…>`` calls of one ``<tool_call>`` body; a missing ``</function>``
+    (a stop token ate it) ends at the next function or the end of the block."""
+    opens = list(_FUNCTION_OPEN.finditer(body))
+    calls: list[ToolCall] = []
+    for i, m in enumerate(opens):
+        end = opens[i + 1].start() if i + 1 < len(opens) else len(body)
+        inner = body[m.end() : end]
+        close = inner.find("</function>")
+        calls.append(_function_call(m.group(1), inner if close < 0 else inner[:close]))
+    return calls
+
+
+def _function_call(name: str, body: str) -> ToolCall:
+    if "<parameter=" in body:
+        arguments: dict[str, Any] = {}
+        for p in _PARAMETER.finditer(body):
+            arguments[p.group(1)] = _xml_value(p.group(2))
+        args = parse_arguments(arguments)
+    else:
+        args = parse_arguments(body.strip())
+    return ToolCall(
+        id=new_call_id(), name=name.strip(), arguments=args.arguments, raw_arguments=args.raw
+    )
+
+
+def _xml_value(raw: str) -> Any:
+    """A parameter's text: one leading and trailing newline dropped; a JSON object or array
+    becomes one (the tool's schema coerces numbers and booleans from text)."""
+    value = raw[1:] if raw.startswith("\n") else raw
+    value = value[:-1] if value.endswith("\n") else value
+    head = value.strip()[:1]
+    if head in ("{", "[") and not _maybe_deep(value):
+        parsed = _loads(value)
+        if isinstance(parsed, dict | list):
+            return parsed
+    return value
 
 
 def _json_calls(text: str, tool_params: Mapping[str, Collection[str]]) -> TextCalls | None:
@@ -300,11 +418,15 @@ def _json_calls(text: str, tool_params: Mapping[str, Collection[str]]) -> TextCa
     for prefix in _CALL_PREFIXES:  # Mistral, Llama 3.x, Phi markers: explicit call syntax
         if stripped.startswith(prefix):
             body = stripped[len(prefix) :].strip()
-            found = _calls_from_obj(_loads_or_repair(body), tool_params, require_known=False)
+            found = _calls_from_obj(
+                _loads_or_repair(body), tool_params, require_known=False, text=body
+            )
             if found:
                 return TextCalls("", found, "json")
     if stripped[:1] in "{[":
-        found = _calls_from_obj(_loads_or_repair(stripped), tool_params, require_known=True)
+        found = _calls_from_obj(
+            _loads_or_repair(stripped), tool_params, require_known=True, text=stripped
+        )
         if found:
             return TextCalls("", found, "json")
     if "```" not in text:
@@ -317,13 +439,133 @@ def _json_calls(text: str, tool_params: Mapping[str, Collection[str]]) -> TextCa
         body = m.group(2).strip()
         if body[:1] not in "{[":
             continue
-        found = _calls_from_obj(_loads_or_repair(body), tool_params, require_known=True)
+        found = _calls_from_obj(_loads_or_repair(body), tool_params, require_known=True, text=body)
         if found:
             calls.extend(found)
             spans.append(m.span())
     if not calls:
         return None
     return TextCalls(_cut(text, spans), calls, "json")
+
+
+_PY_FENCE = re.compile(r"```(?:tool_code|tool_call)[ \t]*\n(.*?)```", re.S)
+_PY_START = re.compile(r"\[?\s*[A-Za-z_][\w.]*\s*\(")
+_PY_MAX_CHARS = 50_000
+
+
+def _pythonic_calls(text: str, tool_params: Mapping[str, Collection[str]]) -> TextCalls | None:
+    """Llama 3.x ``[get_x(a="1"), get_y(b=2)]`` (the whole reply, maybe after
+    ``<|python_tag|>``) or Gemma's fenced ``tool_code`` block; arguments literals only."""
+    stripped = text.strip()
+    explicit = stripped.startswith("<|python_tag|>")
+    if explicit:
+        stripped = stripped[len("<|python_tag|>") :].strip()
+    if _PY_START.match(stripped):
+        found = _python_calls(stripped, tool_params, explicit=explicit)
+        if found:
+            return TextCalls("", found, "pythonic")
+    if "```tool_" not in text:
+        return None
+    calls: list[ToolCall] = []
+    spans: list[tuple[int, int]] = []
+    for m in _PY_FENCE.finditer(text):
+        found = _python_calls(m.group(1).strip(), tool_params, explicit=True)
+        if found:
+            calls.extend(found)
+            spans.append(m.span())
+    if not calls:
+        return None
+    return TextCalls(_cut(text, spans), calls, "pythonic")
+
+
+def _python_calls(
+    src: str, tool_params: Mapping[str, Collection[str]], *, explicit: bool
+) -> list[ToolCall]:
+    """Calls in a Python expression (a call, or a list of calls), read with ``ast``: never
+    evaluated. Without explicit call syntax every name must be a registered tool."""
+    if len(src) > _PY_MAX_CHARS or not _PY_START.match(src):
+        return []
+    try:
+        tree = ast.parse(src, mode="eval")
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return []
+    body = tree.body
+    nodes = body.elts if isinstance(body, ast.List | ast.Tuple) else [body]
+    calls: list[ToolCall] = []
+    for node in nodes:
+        if not isinstance(node, ast.Call):
+            return []
+        name = _dotted_name(node.func)
+        if name is None:
+            return []
+        known = resolve_tool_name(name, tool_params)
+        if known is None and not explicit:
+            return []
+        arguments = _literal_arguments(node, tool_params.get(known or name, ()))
+        if arguments is None:  # not literals: explicit call syntax, but unreadable arguments
+            raw = ast.get_source_segment(src, node) or name
+            args = ArgumentsParse({}, raw, f"arguments must be literal values: {_clip(raw, 200)}")
+        else:
+            args = parse_arguments(arguments)
+        calls.append(
+            ToolCall(
+                id=new_call_id(),
+                name=known or name,
+                arguments=args.arguments,
+                raw_arguments=args.raw,
+            )
+        )
+    return calls
+
+
+def _dotted_name(node: ast.expr) -> str | None:
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def _literal_arguments(node: ast.Call, params: Collection[str]) -> dict[str, Any] | None:
+    out: dict[str, Any] = {}
+    order = list(params)
+    if len(node.args) > len(order):
+        return None
+    pairs: list[tuple[str | None, ast.expr]] = [
+        *zip(order, node.args, strict=False),
+        *((kw.arg, kw.value) for kw in node.keywords),
+    ]
+    for key, value_node in pairs:
+        if key is None or isinstance(value_node, ast.Starred):  # **kwargs, *args
+            return None
+        try:
+            value = ast.literal_eval(value_node)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return None
+        ok, value = _json_value(value)
+        if not ok:
+            return None
+        out[key] = value
+    return out
+
+
+def _json_value(value: Any) -> tuple[bool, Any]:
+    """Literal → JSON value (tuples become lists); sets, bytes, complex, inf/nan refused."""
+    if value is None or isinstance(value, str | bool | int):
+        return True, value
+    if isinstance(value, float):
+        return math.isfinite(value), value
+    if isinstance(value, list | tuple):
+        items = [_json_value(v) for v in value]
+        return all(ok for ok, _ in items), [v for _, v in items]
+    if isinstance(value, dict):
+        pairs = [(k, _json_value(v)) for k, v in value.items()]
+        ok = all(isinstance(k, str) and r[0] for k, r in pairs)
+        return ok, {k: r[1] for k, r in pairs}
+    return False, None
 
 
 def _react_calls(text: str, tool_params: Mapping[str, Collection[str]]) -> TextCalls | None:
@@ -338,12 +580,14 @@ def _react_calls(text: str, tool_params: Mapping[str, Collection[str]]) -> TextC
     if final and final.start() < action.start():
         return None
     inp = _ACTION_INPUT.search(text, action.end())
-    if inp is None and name not in tool_params:
+    known = resolve_tool_name(name, tool_params)
+    if inp is None and known is None:
         return None  # "Action: none needed" in prose is not a call
+    name = known or name
     raw = inp.group(1).strip() if inp else ""
     raw = _FENCE.sub(lambda f: f.group(1), raw).strip()
     args = parse_arguments(raw)
-    if args.error is not None:
+    if args.error is not None and raw[:1] not in ("{", "["):  # plain text, not broken JSON
         params = list(tool_params.get(name, ()))
         if len(params) == 1:
             value = raw.strip().strip("\"'")
@@ -352,9 +596,22 @@ def _react_calls(text: str, tool_params: Mapping[str, Collection[str]]) -> TextC
     return TextCalls(text[: action.start()].strip(), [call], "react")
 
 
+_DEEP_NAME = re.compile(r'^\s*[\[{]\s*\{?\s*"(?:name|tool|function)"\s*:\s*"([\w.:/-]+)"')
+
+
 def _calls_from_obj(
-    obj: Any, tool_params: Mapping[str, Collection[str]], *, require_known: bool
+    obj: Any,
+    tool_params: Mapping[str, Collection[str]],
+    *,
+    require_known: bool,
+    text: str = "",
 ) -> list[ToolCall]:
+    if obj is _DEEP:  # too deep to read: a call of a named tool gets the error as its result
+        m = _DEEP_NAME.match(text)
+        name = m and (resolve_tool_name(m.group(1), tool_params) or m.group(1))
+        if not name or (require_known and name not in tool_params):
+            return []
+        return [ToolCall(id=new_call_id(), name=name, raw_arguments=_TOO_DEEP_RAW)]
     items = obj if isinstance(obj, list) else [obj]
     calls: list[ToolCall] = []
     for item in items:
@@ -375,8 +632,10 @@ def _call_from_dict(
     name = next((item[k] for k in _NAME_KEYS if isinstance(item.get(k), str)), None)
     if name is None:
         return None
-    if require_known and name not in tool_params:
+    known = resolve_tool_name(name, tool_params)
+    if require_known and known is None:
         return None
+    name = known or name
     args_key = next((k for k in _ARGS_KEYS if k in item), None)
     extra = set(item) - {*_NAME_KEYS, *_ARGS_KEYS, "id", "type"}
     if args_key is None:

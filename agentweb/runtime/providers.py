@@ -54,7 +54,8 @@ class Provider:
     max_retries: int = 3
     backoff: float = 0.5
     backoff_max: float = 8.0
-    max_retry_after: float = 30.0
+    max_retry_after: float | None = None  # longest Retry-After waited for (None: deadline)
+    deadline: float = 120.0  # seconds for one call, retries and waits included
     headers: dict[str, str] = field(default_factory=dict)
     client: httpx.Client | None = None
     _dropped: set[str] = field(default_factory=set, repr=False)
@@ -109,6 +110,7 @@ class Provider:
         ``payload`` may be a function, called for every attempt (after a parameter was
         dropped the adapter may want to shape the request differently)."""
         attempt = 0
+        until = time.monotonic() + self.deadline
         while True:
             body = self._without_dropped(payload, optional)
             try:
@@ -118,10 +120,10 @@ class Provider:
             except httpx.TimeoutException as exc:
                 if isinstance(exc, httpx.ReadTimeout | httpx.WriteTimeout):
                     raise ModelTimeout(f"{self.name}: no reply within the timeout") from exc
-                attempt = self._retry_or_raise(attempt, exc, None)
+                attempt = self._retry_or_raise(attempt, exc, None, until=until)
                 continue
             except _RETRY_EXCEPTIONS as exc:
-                attempt = self._retry_or_raise(attempt, exc, None)
+                attempt = self._retry_or_raise(attempt, exc, None, until=until)
                 continue
             except (httpx.HTTPError, httpx.InvalidURL) as exc:
                 raise ModelError(f"{self.name}: request failed: {exc!r}") from exc
@@ -132,6 +134,10 @@ class Provider:
                     raise ModelHTTPError(
                         self.name, resp.status_code, f"reply is not JSON: {resp.text[:200]}"
                     ) from exc
+                except RecursionError as exc:
+                    raise ModelHTTPError(
+                        self.name, resp.status_code, "reply is nested too deeply to read"
+                    ) from exc
                 if not isinstance(data, dict):
                     raise ModelHTTPError(self.name, resp.status_code, "reply is not an object")
                 if "error" in data and not data.get("choices") and not data.get("content"):
@@ -139,7 +145,7 @@ class Provider:
                 return data
             if self._drop_unsupported(resp.status_code, resp.text, body, optional):
                 continue
-            attempt = self._retry_or_raise(attempt, None, resp)
+            attempt = self._retry_or_raise(attempt, None, resp, until=until)
 
     def stream_json(
         self,
@@ -156,6 +162,7 @@ class Provider:
         raises ``ModelHTTPError`` (the caller may already have shown text).
         """
         attempt = 0
+        until = time.monotonic() + self.deadline
         while True:
             body = self._without_dropped(payload, optional)
             started = False
@@ -167,13 +174,15 @@ class Provider:
                         text = resp.read().decode("utf-8", "replace")
                         if self._drop_unsupported(resp.status_code, text, body, optional):
                             continue
-                        attempt = self._retry_or_raise(attempt, None, resp, text)
+                        attempt = self._retry_or_raise(attempt, None, resp, text, until=until)
                         continue
                     for event in iter_sse_data(resp.iter_lines()):
                         if not started and _is_error_event(event) and attempt < self.max_retries:
                             # failed before anything was delivered: as good as a 5xx
                             log.info("%s: stream opened with an error: %.200s", self.name, event)
-                            attempt = self._retry_or_raise(attempt, None, None, retry=True)
+                            attempt = self._retry_or_raise(
+                                attempt, None, None, retry=True, until=until
+                            )
                             break
                         started = True
                         yield event
@@ -183,11 +192,11 @@ class Provider:
             except httpx.TimeoutException as exc:
                 if started or isinstance(exc, httpx.ReadTimeout | httpx.WriteTimeout):
                     raise ModelTimeout(f"{self.name}: stream stalled past the timeout") from exc
-                attempt = self._retry_or_raise(attempt, exc, None)
+                attempt = self._retry_or_raise(attempt, exc, None, until=until)
             except _RETRY_EXCEPTIONS as exc:
                 if started:
                     raise ModelHTTPError(self.name, None, f"stream broke: {exc}") from exc
-                attempt = self._retry_or_raise(attempt, exc, None)
+                attempt = self._retry_or_raise(attempt, exc, None, until=until)
             except (httpx.HTTPError, httpx.InvalidURL) as exc:
                 raise ModelError(f"{self.name}: request failed: {exc!r}") from exc
 
@@ -222,8 +231,13 @@ class Provider:
         text: str | None = None,
         *,
         retry: bool = False,
+        until: float | None = None,
     ) -> int:
-        """Sleep and return the next attempt number, or raise the final error."""
+        """Sleep and return the next attempt number, or raise the final error.
+
+        A ``Retry-After`` is waited for in full when it ends before ``until`` (the call's
+        deadline, monotonic) and within ``max_retry_after``; otherwise the call fails now,
+        saying how long the provider asked to wait: retrying sooner would only be refused."""
         if retry:
             delay = None
         elif resp is not None:
@@ -243,7 +257,19 @@ class Provider:
             if delay is None and resp.headers.get("retry-after-ms"):
                 delay = (_retry_after(resp.headers["retry-after-ms"]) or 0.0) / 1000
             if delay is not None:
-                delay = min(delay, self.max_retry_after)
+                left = None if until is None else until - time.monotonic()
+                why = None
+                if left is not None and delay > left:
+                    why = f"more than the {max(left, 0):.0f} s left before the call's deadline"
+                elif self.max_retry_after is not None and delay > self.max_retry_after:
+                    why = f"more than the {self.max_retry_after:g} s this provider may wait"
+                if why is not None:
+                    raise ModelHTTPError(
+                        self.name,
+                        status,
+                        f"{_error_text_raw(detail)} (the provider asks to retry after "
+                        f"{delay:.1f} s, {why})",
+                    )
         else:
             if attempt >= self.max_retries:
                 if isinstance(exc, httpx.TimeoutException):
@@ -255,6 +281,11 @@ class Provider:
         if delay is None:
             delay = min(self.backoff_max, self.backoff * (2**attempt))
             delay *= 0.5 + random.random() / 2
+            if until is not None:
+                left = until - time.monotonic()
+                if left <= 0:
+                    raise ModelTimeout(f"{self.name}: no reply within the call's deadline")
+                delay = min(delay, left)
         log.info("%s: retrying in %.2fs (attempt %d)", self.name, delay, attempt + 1)
         time.sleep(delay)
         return attempt + 1
@@ -309,6 +340,8 @@ def iter_sse_data(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
         except ValueError:
             log.debug("ignoring non-JSON SSE data: %.200s", data)
             return
+        except RecursionError:  # the adapters treat it as an error inside the stream
+            obj = {"error": {"message": "stream data is nested too deeply to read"}}
         if isinstance(obj, dict):
             yield obj
 

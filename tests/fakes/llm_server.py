@@ -238,6 +238,38 @@ def oa_text_chunks(text: str, size: int = 4) -> list[dict[str, Any]]:
     return chunks
 
 
+def oa_call_chunks(
+    calls: list[tuple[str | None, str, str]],
+    *,
+    split: int = 6,
+    finish_reason: str | None = "tool_calls",
+    index: bool = True,
+) -> list[dict[str, Any]]:
+    """Streamed tool calls ``(id, name, arguments JSON text)``: the name and id first,
+    then the arguments in pieces; ``index=False`` for gateways that send no index."""
+    chunks = [oa_chunk({"role": "assistant", "content": None})]
+    for n, (call_id, name, args) in enumerate(calls):
+        head: dict[str, Any] = {"type": "function", "function": {"name": name, "arguments": ""}}
+        if call_id is not None:
+            head["id"] = call_id
+        if index:
+            head["index"] = n
+        chunks.append(oa_chunk({"tool_calls": [head]}))
+        for i in range(0, len(args), split):
+            piece: dict[str, Any] = {"function": {"arguments": args[i : i + split]}}
+            if index:
+                piece["index"] = n
+            chunks.append(oa_chunk({"tool_calls": [piece]}))
+    if finish_reason is not None:
+        chunks.append(oa_chunk({}, finish_reason))
+    return chunks
+
+
+def an_error_event(message: str, kind: str = "overloaded_error") -> str:
+    body = json.dumps({"type": "error", "error": {"type": kind, "message": message}})
+    return f"event: error\ndata: {body}\n\n"
+
+
 def oa_usage_chunk(prompt: int = 10, completion: int = 5) -> dict[str, Any]:
     return {
         "id": "chatcmpl-fake",
@@ -283,8 +315,13 @@ def an_stream(
     thinking: str | None = None,
     usage: tuple[int, int] = (12, 6),
     split: int = 5,
+    stop_reason: str | None = None,
+    no_input_deltas: bool = False,
 ) -> list[Any]:
-    """Anthropic SSE events (with ``event:`` lines); tool input JSON given as text, split."""
+    """Anthropic SSE events (with ``event:`` lines); tool input JSON given as text, split.
+
+    ``no_input_deltas``: a tool_use block with no ``input_json_delta`` at all (what the API
+    streams for a call without arguments)."""
     ev: list[Any] = []
 
     def add(kind: str, data: dict[str, Any]) -> None:
@@ -333,7 +370,7 @@ def an_stream(
                 "content_block": {"type": "tool_use", "id": call_id, "name": name, "input": {}},
             },
         )
-        for i in range(0, len(args_json), split):
+        for i in range(0, 0 if no_input_deltas else len(args_json), split):
             add(
                 "content_block_delta",
                 {
@@ -346,7 +383,7 @@ def an_stream(
     add(
         "message_delta",
         {
-            "delta": {"stop_reason": "tool_use" if tool_uses else "end_turn"},
+            "delta": {"stop_reason": stop_reason or ("tool_use" if tool_uses else "end_turn")},
             "usage": {"output_tokens": usage[1]},
         },
     )

@@ -1,5 +1,7 @@
 """The Anthropic Messages adapter over real localhost HTTP against the fake server."""
 
+import json
+
 import pytest
 
 from agentweb.runtime.gateway import ModelAuthError, ModelHTTPError, ToolSpec
@@ -11,7 +13,7 @@ from agentweb.runtime.messages import (
     ToolMessage,
     UserMessage,
 )
-from tests.fakes.llm_server import Reply, an_reply, an_stream
+from tests.fakes.llm_server import Reply, an_error_event, an_reply, an_stream
 
 SPEC = ToolSpec("get_order", "Look up an order.", {"type": "object", "properties": {}})
 
@@ -167,3 +169,111 @@ def test_an_auth_failure_names_the_provider(fake_llm, anthropic_model):
         ModelAuthError, match=r"^anthropic: authentication failed \(HTTP 401\).*invalid x-api-key"
     ):
         anthropic_model.complete([UserMessage(content="x")], [])
+
+
+# -- reply shapes from real providers (issue 14) ------------------------------------------
+
+X = [UserMessage(content="x")]
+
+
+def test_a_streamed_tool_use_without_input_deltas_is_a_call_with_no_arguments(
+    fake_llm, anthropic_model
+):
+    fake_llm.enqueue(
+        Reply(
+            sse=an_stream(None, [("toolu_1", "get_order", "")], no_input_deltas=True),
+            done=False,
+        ),
+        Reply(sse=an_stream(None, [("toolu_2", "get_order", "")]), done=False),  # "" deltas
+    )
+    for call_id in ("toolu_1", "toolu_2"):
+        r = anthropic_model.stream(X, [SPEC])
+        assert [(c.id, c.name, c.arguments) for c in r.message.tool_calls] == [
+            (call_id, "get_order", {})
+        ]
+        assert r.incomplete_calls == []
+
+
+def test_a_blocking_tool_use_with_empty_or_null_input_is_a_call(fake_llm, anthropic_model):
+    body = an_reply(None, [("toolu_1", "get_order", {})])
+    body["content"].append({"type": "tool_use", "id": "toolu_2", "name": "get_order"})
+    fake_llm.enqueue(body)
+    r = anthropic_model.complete(X, [SPEC])
+    assert [(c.id, c.arguments) for c in r.message.tool_calls] == [
+        ("toolu_1", {}),
+        ("toolu_2", {}),
+    ]
+
+
+def test_max_tokens_inside_a_tool_use_keeps_that_call_out_blocking(fake_llm, anthropic_model):
+    fake_llm.enqueue(
+        an_reply(
+            "Checking.",
+            [("toolu_1", "get_order", {"order_id": "A1"}), ("toolu_2", "get_order", {})],
+            stop_reason="max_tokens",
+        ),
+        an_reply("A long answer that was cut", stop_reason="max_tokens"),
+    )
+    r = anthropic_model.complete(X, [SPEC])
+    assert r.cut_off and r.finish_reason == "max_tokens"
+    assert [c.id for c in r.message.tool_calls] == ["toolu_1"]
+    assert [c.id for c in r.incomplete_calls] == ["toolu_2"]
+    r = anthropic_model.complete(X, [SPEC])  # text only: nothing to hold back
+    assert r.cut_off and r.incomplete_calls == [] and r.message.content.startswith("A long")
+
+
+@pytest.mark.parametrize("partial", ['{"order_id": "A', ""])
+def test_max_tokens_inside_a_tool_use_keeps_that_call_out_streaming(
+    fake_llm, anthropic_model, partial
+):
+    events = an_stream(
+        "Checking.",
+        [("toolu_1", "get_order", '{"order_id": "A1"}'), ("toolu_2", "get_order", partial)],
+        stop_reason="max_tokens",
+    )
+    fake_llm.enqueue(Reply(sse=events, done=False))
+    r = anthropic_model.stream(X, [SPEC])
+    assert r.cut_off
+    assert [(c.id, c.arguments) for c in r.message.tool_calls] == [("toolu_1", {"order_id": "A1"})]
+    assert [(c.id, c.arguments, c.raw_arguments) for c in r.incomplete_calls] == [
+        ("toolu_2", {}, partial)
+    ]
+
+
+def test_an_error_event_after_tool_input_deltas_is_a_model_error(fake_llm, anthropic_model):
+    events = an_stream(None, [("toolu_1", "get_order", '{"order_id": "A1"}')])
+    cut = next(i for i, e in enumerate(events) if "content_block_stop" in e)
+    fake_llm.enqueue(Reply(sse=[*events[:cut], an_error_event("Overloaded")], done=False))
+    with pytest.raises(ModelHTTPError, match="Overloaded"):
+        anthropic_model.stream(X, [SPEC])
+    assert len(fake_llm.requests) == 1
+
+
+def test_a_stream_closed_inside_a_tool_use_is_a_model_error(fake_llm, anthropic_model):
+    events = an_stream(None, [("toolu_1", "get_order", '{"order_id": "A1"}')])
+    cut = next(i for i, e in enumerate(events) if "content_block_stop" in e)
+    fake_llm.enqueue(Reply(sse=events[:cut], done=False))  # the server closed cleanly
+    with pytest.raises(ModelHTTPError, match="ended inside a tool call"):
+        anthropic_model.stream(X, [SPEC])
+    fake_llm.enqueue(Reply(sse=events, cut_after=cut))  # the connection was reset
+    with pytest.raises(ModelHTTPError, match="stream broke"):
+        anthropic_model.stream(X, [SPEC])
+
+
+def test_a_stream_without_message_stop_but_with_whole_text_is_kept(fake_llm, anthropic_model):
+    events = an_stream("All done.")
+    fake_llm.enqueue(Reply(sse=events[:-2], done=False))  # no message_delta / message_stop
+    assert anthropic_model.stream(X, []).message.content == "All done."
+
+
+def test_deeply_nested_tool_input_is_an_error_not_a_crash(fake_llm, anthropic_model):
+    deep = '{"a": ' * 1_500 + "1" + "}" * 1_500
+    fake_llm.enqueue(Reply(sse=an_stream(None, [("toolu_1", "get_order", deep)], split=400)))
+    r = anthropic_model.stream(X, [SPEC])
+    assert r.message.tool_calls[0].arguments == {} and r.message.tool_calls[0].raw_arguments
+    body = json.dumps(an_reply(None, [("toolu_2", "get_order", {})])).replace(
+        '"input": {}', f'"input": {deep}'
+    )
+    fake_llm.enqueue(Reply(body=body.encode()))
+    with pytest.raises(ModelHTTPError, match="nested too deeply"):
+        anthropic_model.complete(X, [SPEC])

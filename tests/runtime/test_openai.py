@@ -24,6 +24,7 @@ from agentweb.runtime.openai import OpenAIChatModel
 from tests.fakes.llm_server import (
     Reply,
     oa_call,
+    oa_call_chunks,
     oa_chunk,
     oa_reply,
     oa_text_chunks,
@@ -421,3 +422,177 @@ def test_a_stream_that_opens_with_an_error_is_retried(fake_llm, openai_model):
     )
     assert openai_model.stream(MSGS, []).message.content == "ready"
     assert len(fake_llm.requests) == 2
+
+
+# -- reply shapes from real providers (issue 14) ------------------------------------------
+
+
+def test_calls_without_arguments_are_kept_blocking(fake_llm, openai_model):
+    # gateways send "" (vLLM, LiteLLM), null (some Ollama builds) or leave the key out
+    fake_llm.enqueue(
+        oa_reply(
+            None,
+            [
+                oa_call("c1", "get_order", ""),
+                {"id": "c2", "type": "function", "function": {"name": "get_order"}},
+                {
+                    "id": "c3",
+                    "type": "function",
+                    "function": {"name": "get_order", "arguments": None},
+                },
+                oa_call("c4", "get_order", "null"),
+            ],
+        )
+    )
+    r = openai_model.complete(MSGS, [SPEC])
+    assert [(c.id, c.arguments, c.raw_arguments) for c in r.message.tool_calls] == [
+        ("c1", {}, None),
+        ("c2", {}, None),
+        ("c3", {}, None),
+        ("c4", {}, None),
+    ]
+
+
+@pytest.mark.parametrize("index", [True, False])
+def test_calls_without_arguments_are_kept_streaming(fake_llm, openai_model, index):
+    # two argument-less calls of one tool back to back: two calls, not one merged
+    chunks = oa_call_chunks([("c1", "get_order", ""), ("c2", "get_order", "")], index=index)
+    fake_llm.enqueue(Reply(sse=chunks))
+    r = openai_model.stream(MSGS, [SPEC])
+    assert [(c.id, c.name, c.arguments) for c in r.message.tool_calls] == [
+        ("c1", "get_order", {}),
+        ("c2", "get_order", {}),
+    ]
+    assert r.incomplete_calls == []
+
+
+def test_a_reply_cut_off_inside_a_call_keeps_that_call_out_blocking(fake_llm, openai_model):
+    fake_llm.enqueue(
+        oa_reply(
+            "Looking up both.",
+            [oa_call("c1", "get_order", '{"order_id": "A1"}'), oa_call("c2", "cancel", '{"or')],
+            finish_reason="length",
+        ),
+        oa_reply(None, [oa_call("c3", "get_order", "")], finish_reason="length"),
+    )
+    r = openai_model.complete(MSGS, [SPEC])
+    assert r.cut_off and r.finish_reason == "length"
+    assert [(c.id, c.arguments) for c in r.message.tool_calls] == [("c1", {"order_id": "A1"})]
+    assert [(c.id, c.name, c.raw_arguments) for c in r.incomplete_calls] == [
+        ("c2", "cancel", '{"or')
+    ]
+    r = openai_model.complete(MSGS, [SPEC])  # cut right after the name: "" is not "no args"
+    assert r.message.tool_calls == [] and [c.id for c in r.incomplete_calls] == ["c3"]
+
+
+@pytest.mark.parametrize("args", ['{"order_id": "A', ""])
+def test_a_reply_cut_off_inside_a_call_keeps_that_call_out_streaming(fake_llm, openai_model, args):
+    chunks = oa_call_chunks(
+        [("c1", "get_order", '{"order_id": "A1"}'), ("c2", "get_order", args)],
+        finish_reason="length",
+    )
+    fake_llm.enqueue(Reply(sse=chunks))
+    r = openai_model.stream(MSGS, [SPEC])
+    assert r.cut_off
+    assert [(c.id, c.arguments) for c in r.message.tool_calls] == [("c1", {"order_id": "A1"})]
+    assert [(c.id, c.raw_arguments) for c in r.incomplete_calls] == [("c2", args)]
+
+
+def test_an_error_object_inside_a_stream_with_choices_is_a_model_error(fake_llm, openai_model):
+    # OpenRouter's mid-stream error: an error object next to a choice with finish "error"
+    chunks = oa_call_chunks([("c1", "get_order", '{"order_id": "A1"}')], finish_reason=None)
+    chunks.append(
+        {
+            "id": "gen-1",
+            "object": "chat.completion.chunk",
+            "error": {"code": "server_error", "message": "Provider disconnected unexpectedly"},
+            "choices": [{"index": 0, "delta": {"content": ""}, "finish_reason": "error"}],
+        }
+    )
+    fake_llm.enqueue(Reply(sse=chunks))
+    with pytest.raises(ModelHTTPError, match="Provider disconnected unexpectedly"):
+        openai_model.stream(MSGS, [SPEC])
+    fake_llm.enqueue(Reply(sse=[*chunks[:-1], oa_chunk({}, "error")]))
+    with pytest.raises(ModelHTTPError, match="ended the stream with an error"):
+        openai_model.stream(MSGS, [SPEC])
+    assert len(fake_llm.requests) == 2  # not retried after deltas arrived
+
+
+def test_a_blocking_reply_with_finish_reason_error_is_a_model_error(fake_llm, openai_model):
+    body = oa_reply(None, [oa_call("c1", "get_order", '{"order_id": "A1"}')], finish_reason="error")
+    body["error"] = {"message": "upstream timed out"}
+    fake_llm.enqueue(body)
+    with pytest.raises(ModelHTTPError, match="upstream timed out"):
+        openai_model.complete(MSGS, [SPEC])
+
+
+def test_a_stream_closed_inside_a_call_is_a_model_error(fake_llm, openai_model):
+    chunks = oa_call_chunks([("c1", "get_order", '{"order_id": "A1"}')], finish_reason=None)
+    fake_llm.enqueue(Reply(sse=chunks[:-1], done=False))  # closed cleanly, mid-arguments
+    with pytest.raises(ModelHTTPError, match="ended inside a tool call"):
+        openai_model.stream(MSGS, [SPEC])
+    fake_llm.enqueue(Reply(sse=chunks, cut_after=len(chunks) - 1))  # connection reset
+    with pytest.raises(ModelHTTPError, match="stream broke"):
+        openai_model.stream(MSGS, [SPEC])
+
+
+def test_deeply_nested_arguments_become_a_parse_error_not_a_crash(fake_llm, openai_model):
+    deep = '{"a": ' * 1_500 + "1" + "}" * 1_500
+    fake_llm.enqueue(oa_reply(None, [oa_call("c1", "get_order", deep)]))
+    r = openai_model.complete(MSGS, [SPEC])
+    assert r.message.tool_calls[0].arguments == {}
+    assert r.message.tool_calls[0].raw_arguments == deep
+    fake_llm.enqueue(Reply(sse=oa_call_chunks([("c1", "get_order", deep)], split=500)))
+    r = openai_model.stream(MSGS, [SPEC])
+    assert r.message.tool_calls[0].arguments == {} and r.incomplete_calls == []
+
+
+def test_a_reply_body_nested_too_deeply_is_a_model_error(fake_llm, openai_model):
+    deep = '{"a": ' * 1_500 + "1" + "}" * 1_500
+    body = json.dumps(oa_reply("x")).replace('"content": "x"', f'"content": "x", "extra": {deep}')
+    fake_llm.enqueue(Reply(body=body.encode()))
+    with pytest.raises(ModelHTTPError, match="nested too deeply"):
+        openai_model.complete(MSGS, [SPEC])
+    line = json.dumps(oa_chunk({"content": "hi"}))[:-1] + f', "x": {deep}}}'
+    fake_llm.enqueue(Reply(sse=[oa_chunk({"content": "hi"}), f"data: {line}\n\n"]))
+    with pytest.raises(ModelHTTPError, match="nested too deeply"):
+        openai_model.stream(MSGS, [SPEC])
+
+
+def test_a_retry_after_beyond_the_deadline_fails_at_once_with_the_reason(fake_llm):
+    model = OpenAIChatModel(
+        "fake-model",
+        fast_provider("openai", fake_llm.openai_url, max_retry_after=None, deadline=2.0),
+    )
+    fake_llm.enqueue(
+        Reply(
+            status=429, json={"error": {"message": "rate limited"}}, headers={"Retry-After": "30"}
+        )
+    )
+    t0 = time.perf_counter()
+    with pytest.raises(ModelHTTPError, match=r"rate limited \(the provider asks to retry after 30"):
+        model.complete(MSGS, [])
+    assert time.perf_counter() - t0 < 1.0 and len(fake_llm.requests) == 1
+
+
+def test_a_retry_after_within_the_deadline_is_waited_in_full(fake_llm):
+    # longer than the backoff cap: the provider's word counts, not our backoff
+    model = OpenAIChatModel(
+        "fake-model",
+        fast_provider("openai", fake_llm.openai_url, max_retry_after=None, deadline=5.0),
+    )
+    fake_llm.enqueue(
+        Reply(status=429, json={"error": {"message": "slow"}}, headers={"Retry-After": "0.6"}),
+        Reply(status=429, json={"error": {"message": "slow"}}, headers={"Retry-After": "0.6"}),
+        oa_reply("ok"),
+    )
+    t0 = time.perf_counter()
+    assert model.complete(MSGS, []).message.content == "ok"
+    assert time.perf_counter() - t0 >= 1.2 and len(fake_llm.requests) == 3
+    fake_llm.enqueue(
+        Reply(status=429, json={"error": {"message": "slow"}}, headers={"Retry-After": "0.5"}),
+        Reply(sse=oa_text_chunks("streamed")),
+    )
+    t0 = time.perf_counter()
+    assert model.stream(MSGS, []).message.content == "streamed"
+    assert time.perf_counter() - t0 >= 0.5

@@ -1,11 +1,15 @@
+import json
+
 import pytest
 
 from agentweb.runtime.messages import ToolCall
 from agentweb.runtime.parsing import (
     ThinkFilter,
     ensure_unique_ids,
+    json_complete,
     parse_arguments,
     parse_text_calls,
+    resolve_tool_name,
     split_reasoning,
 )
 
@@ -162,3 +166,184 @@ def test_react_needs_an_input_line_or_a_known_tool():
     assert parse_text_calls("Thought: fine\nAction: nothing", TOOLS).calls == []
     out = parse_text_calls("Thought: x\nAction: launch\nAction Input: {}", TOOLS)
     assert [c.name for c in out.calls] == ["launch"]  # explicit syntax: the model hears back
+
+
+# -- reply shapes from real providers (issue 14) ------------------------------------------
+
+TOOLS2 = {
+    "get_order": ("order_id",),
+    "track_shipment": ("tracking_number",),
+    "search_kb": ("query",),
+    "add_note": ("customer_id", "note", "tags"),
+}
+
+QWEN_XML = (
+    "I'll look both up.\n"
+    "<tool_call>\n<function=get_order>\n<parameter=order_id>\nA1001\n</parameter>\n"
+    "</function>\n</tool_call>\n"
+    "<tool_call>\n<function=track_shipment>\n<parameter=tracking_number>\n1Z999AA1\n"
+    "</parameter>\n</function>\n</tool_call>"
+)
+
+
+def test_it_reads_qwen3_coder_xml_calls_several_per_reply():
+    out = parse_text_calls(QWEN_XML, TOOLS2)
+    assert out.form == "tags" and out.text == "I'll look both up."
+    assert [(c.name, c.arguments, c.raw_arguments) for c in out.calls] == [
+        ("get_order", {"order_id": "A1001"}, None),
+        ("track_shipment", {"tracking_number": "1Z999AA1"}, None),
+    ]
+    assert len({c.id for c in out.calls}) == 2
+
+
+def test_qwen_xml_copes_with_missing_closing_tags_and_json_values():
+    # a stop token ate </function></tool_call>; the second parameter has no </parameter>
+    text = (
+        "<tool_call>\n<function=add_note>\n<parameter=customer_id>\nC7\n"
+        '<parameter=tags>\n["late", "vip"]\n</parameter>\n'
+        "<parameter=note>\nline one\n  line two\n</parameter>\n"
+    )
+    out = parse_text_calls(text, TOOLS2)
+    assert [(c.name, c.arguments) for c in out.calls] == [
+        (
+            "add_note",
+            {"customer_id": "C7", "tags": ["late", "vip"], "note": "line one\n  line two"},
+        )
+    ]
+    assert out.text == ""
+
+
+def test_qwen_xml_explicit_syntax_counts_for_an_unknown_tool():
+    text = "<tool_call><function=launch><parameter=x>1</parameter></function></tool_call>"
+    assert [c.name for c in parse_text_calls(text, TOOLS2).calls] == ["launch"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "To look it up I would use <function=get_order> with the order id.",
+        "You can call get_order(order_id) or track_shipment(tracking_number) yourself.",
+        "The tool get_order(order_id='A1') told me it shipped.",
+        "Use `functions.get_order` next time.",
+        "I called [get_order(order_id='A1')] earlier and it said shipped.",
+        "Action items: none. Everything shipped.",
+    ],
+)
+def test_a_tool_mentioned_in_prose_is_not_a_call(text):
+    out = parse_text_calls(text, TOOLS2)
+    assert out.calls == [] and out.text == text and out.form == "answer"
+
+
+def test_it_reads_llama_pythonic_calls():
+    text = '[get_order(order_id="A1001"), track_shipment(tracking_number="1Z…")]'
+    out = parse_text_calls(text, TOOLS2)
+    assert out.form == "pythonic" and out.text == ""
+    assert [(c.name, c.arguments) for c in out.calls] == [
+        ("get_order", {"order_id": "A1001"}),
+        ("track_shipment", {"tracking_number": "1Z…"}),
+    ]
+    out = parse_text_calls('<|python_tag|>get_order(order_id="A2")', TOOLS2)
+    assert [(c.name, c.arguments) for c in out.calls] == [("get_order", {"order_id": "A2"})]
+    out = parse_text_calls("get_order('A3')", TOOLS2)  # positional, in parameter order
+    assert out.calls[0].arguments == {"order_id": "A3"}
+
+
+def test_pythonic_calls_take_literals_only_and_never_evaluate(tmp_path):
+    marker = tmp_path / "pwned"
+    text = f"[get_order(order_id=__import__('os').system('touch {marker}'))]"
+    out = parse_text_calls(text, TOOLS2)
+    assert not marker.exists()
+    assert [c.name for c in out.calls] == ["get_order"]
+    assert out.calls[0].arguments == {} and out.calls[0].raw_arguments
+    # a literal that is not JSON (a set, a complex number, 1e999) is not accepted either
+    for bad in ("{1, 2}", "1j", "1e999", "b'x'"):
+        call = parse_text_calls(f"[get_order(order_id={bad})]", TOOLS2).calls[0]
+        assert call.arguments == {} and call.raw_arguments, bad
+    nested = parse_text_calls('[add_note(customer_id="C1", tags=("a", "b"))]', TOOLS2).calls[0]
+    assert nested.arguments == {"customer_id": "C1", "tags": ["a", "b"]}
+
+
+def test_pythonic_needs_registered_names_without_explicit_syntax():
+    assert parse_text_calls("[print(x=1)]", TOOLS2).calls == []
+    assert parse_text_calls("[get_order(order_id='A1'), print(x=1)]", TOOLS2).calls == []
+    out = parse_text_calls("<|python_tag|>[launch(x=1)]", TOOLS2)
+    assert [c.name for c in out.calls] == ["launch"]
+
+
+def test_it_reads_a_fenced_tool_code_block():
+    text = 'Checking now.\n```tool_code\nfunctions.get_order(order_id="A5")\n```'
+    out = parse_text_calls(text, TOOLS2)
+    assert out.text == "Checking now."
+    assert [(c.name, c.arguments) for c in out.calls] == [("get_order", {"order_id": "A5"})]
+
+
+@pytest.mark.parametrize(
+    "name", ["functions.get_order", "default_api:get_order", "tools/get_order", "get_order"]
+)
+def test_a_namespace_prefix_resolves_to_exactly_one_tool(name):
+    assert resolve_tool_name(name, TOOLS2) == "get_order"
+    text = f'```json\n{{"name": "{name}", "arguments": {{"order_id": "A1"}}}}\n```'
+    assert [c.name for c in parse_text_calls(text, TOOLS2).calls] == ["get_order"]
+
+
+def test_a_namespace_prefix_that_is_ambiguous_or_unknown_resolves_to_nothing():
+    names = {"get_order": (), "shop.get_order": ()}
+    assert resolve_tool_name("x.shop.get_order", names) is None  # both would fit
+    assert resolve_tool_name("shop.get_order", names) == "shop.get_order"
+    assert resolve_tool_name("functions.launch", TOOLS2) is None
+    assert resolve_tool_name("functions", TOOLS2) is None
+
+
+def _deep_text(depth: int) -> str:
+    return '{"a": ' * depth + "1" + "}" * depth
+
+
+def _deep_dict(depth: int) -> dict:
+    value: dict = {"a": 1}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("depth", [65, 1_000, 5_000, 100_000])
+def test_deeply_nested_arguments_are_an_error_not_a_crash(depth):
+    out = parse_arguments(_deep_text(depth))
+    assert out.arguments == {} and out.error and "nested" in out.error
+    assert parse_arguments(out.raw).error  # the loop re-reads raw: same verdict
+    out = parse_arguments("[" * depth + "]" * depth)
+    assert out.arguments == {} and out.error
+    out = parse_arguments(json.dumps(_deep_text(depth)))  # double-encoded and deep
+    assert out.arguments == {} and out.error
+
+
+def test_deeply_nested_argument_objects_are_an_error_too():
+    out = parse_arguments(_deep_dict(2_000))
+    assert out.arguments == {} and "nested" in out.error
+    assert parse_arguments(out.raw).error == out.error
+    assert parse_arguments(_deep_dict(10)).error is None
+
+
+def test_deeply_nested_json_in_reply_text_does_not_crash_the_parser_chain():
+    deep = '{"name": "get_order", "arguments": ' + _deep_text(3_000) + "}"
+    for text in (
+        deep,
+        f"```json\n{deep}\n```",
+        f"<tool_call>{deep}</tool_call>",
+        f"Action: get_order\nAction Input: {_deep_text(3_000)}",
+    ):
+        out = parse_text_calls(text, TOOLS2)
+        assert [(c.name, c.arguments) for c in out.calls] == [("get_order", {})], text[:40]
+        assert "nested" in parse_arguments(out.calls[0].raw_arguments).error
+    # Python's own parser refuses this nesting: no call, no crash
+    out = parse_text_calls("[get_order(order_id=" + "[" * 3_000 + "]" * 3_000 + ")]", TOOLS2)
+    assert out.calls == []
+
+
+def test_null_arguments_mean_none():
+    assert parse_arguments("null") == parse_arguments("") == parse_arguments(None)
+    assert parse_arguments("null").arguments == {} and parse_arguments("null").error is None
+
+
+def test_json_complete_tells_a_whole_value_from_a_cut_one():
+    assert json_complete('{"a": 1}') and json_complete("{}") and json_complete(_deep_text(2000))
+    assert not json_complete("") and not json_complete('{"a": ') and not json_complete('{"a"')
