@@ -203,7 +203,23 @@ def setup_celery_logging(loglevel: Any = None) -> None:
     if loglevel:
         logging.getLogger("celery").setLevel(loglevel)
     capture_uncaught()
+    _celery_says_json()
     from celery.utils.log import LoggingProxy
 
     sys.stdout = LoggingProxy(logging.getLogger("celery.redirected"), logging.WARNING)
     sys.stderr = LoggingProxy(logging.getLogger("celery.redirected"), logging.ERROR)
+
+
+def _celery_says_json() -> None:
+    """The worker's signal handlers write notices ("worker: Warm shutdown") straight to
+    the real stdout; make each a JSON line too (written directly: no logging locks in a
+    signal handler)."""
+    from celery.apps import worker
+
+    formatter = JsonFormatter()
+
+    def safe_say(msg: str, f: Any = sys.__stderr__) -> None:
+        record = logging.LogRecord("celery.apps.worker", logging.WARNING, "", 0, msg, None, None)
+        print(formatter.format(record), file=f, flush=True)
+
+    worker.safe_say = safe_say
