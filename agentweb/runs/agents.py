@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import copy
 import functools
+import importlib
 import json
 import re
 import threading
+from collections.abc import Callable
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.utils import timezone
+from django.utils.module_loading import import_string
 
-from agentweb.runtime.context import LayeredContextPolicy
-from agentweb.runtime.gateway import Model, model_from_config
+from agentweb.runtime.context import ContextHints, LayeredContextPolicy
+from agentweb.runtime.gateway import ConfigError, Model, model_from_config
 from agentweb.runtime.loop import Agent, AgentConfig
 from agentweb.runtime.tools import ToolRegistry, load_tools
 
@@ -32,12 +36,81 @@ def registry() -> ToolRegistry:
     return load_tools(settings.AGENTWEB_TOOLS)
 
 
+def tool_modules() -> tuple[ModuleType, ...]:
+    """The modules named by AGENTWEB_TOOLS (the domains of this installation)."""
+    return _modules(tuple(settings.AGENTWEB_TOOLS))
+
+
+@functools.cache
+def _modules(paths: tuple[str, ...]) -> tuple[ModuleType, ...]:
+    return tuple(importlib.import_module(p) for p in paths)
+
+
+def context_hints() -> ContextHints:
+    """The ``CONTEXT_HINTS`` of every loaded tool module, merged (facts, synonyms, the
+    summary prompt: what the domains tell the context policy)."""
+    return _hints(tuple(settings.AGENTWEB_TOOLS))
+
+
+@functools.cache
+def _hints(paths: tuple[str, ...]) -> ContextHints:
+    hints = ContextHints()
+    for module in _modules(paths):
+        extra = getattr(module, "CONTEXT_HINTS", None)
+        if isinstance(extra, ContextHints):
+            hints = hints.merged(extra)
+    return hints
+
+
+def demo_factory() -> Callable[[], Model] | None:
+    """The scripted model ``AGENTWEB_MODEL=demo`` plays: the ``demo_model()`` of the first
+    loaded tool module that has one."""
+    for module in tool_modules():
+        factory = getattr(module, "demo_model", None)
+        if callable(factory):
+            return factory
+    return None
+
+
 def model_for(spec: str) -> Model:
     """One model client per spec and process, so HTTP connections are reused."""
     with _models_lock:
         if spec not in _models:
-            _models[spec] = model_from_config(spec)
+            _models[spec] = model_from_config(spec, demo=demo_factory())
         return _models[spec]
+
+
+def model_problem(spec: str) -> str | None:
+    """Why a profile's model string cannot work here (provider unknown, its key variable
+    unset, no demo model loaded), or None."""
+    try:
+        model = model_from_config(spec, demo=demo_factory())
+    except ConfigError as exc:
+        return str(exc).removeprefix("AGENTWEB_MODEL: ")
+    close = getattr(getattr(model, "provider", None), "close", None)
+    if callable(close):
+        close()
+    return None
+
+
+@functools.lru_cache(maxsize=64)
+def load_validator(path: str) -> Callable[[str, Any], str | None]:
+    """The completion validator a profile names: ``validator(answer, state)`` returns
+    None to accept the answer or a reason that goes back to the model."""
+    found = import_string(path)
+    if not callable(found):
+        raise TypeError(f"{path} is not callable")
+    return found
+
+
+def validator_problem(path: str) -> str | None:
+    if not re.fullmatch(r"[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+", path):
+        return f"{path!r} is not a dotted path (module.function)"
+    try:
+        load_validator(path)
+    except (ImportError, TypeError) as exc:
+        return f"cannot use {path}: {exc}"
+    return None
 
 
 def render_prompt(template: str, variables: dict[str, str]) -> str:
@@ -118,9 +191,17 @@ def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
     spec = run.model or settings.AGENTWEB_MODEL
     model = model_for(spec)
     # What each model call sees: system prompt, pinned facts, summary, working window and
-    # the most relevant tools, within the profile's token budget (scripted models see
-    # every tool: they play fixed scenarios).
-    policy = LayeredContextPolicy.for_model(model, profile.context_budget_tokens, spec=spec)
+    # the tools the profile's tool_selection asks for ("all": exactly the allowed tools;
+    # N: the N most relevant plus search_tools), within the profile's token budget. The
+    # domains' hints say what a fact is and which words mean which tools.
+    policy = LayeredContextPolicy.for_model(
+        model,
+        profile.context_budget_tokens,
+        spec=spec,
+        # a scripted model plays fixed scenarios: it always sees every allowed tool
+        top_n=None if getattr(model, "scripted", False) else profile.top_n,
+        **context_hints().options(),
+    )
     tools = policy.with_search_tool(profile_tools(profile).subset(allowed_tools(profile)))
     from agentweb.runs.delegation import tools_for
 
@@ -135,16 +216,25 @@ def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
         stream=settings.AGENTWEB_STREAM,
         max_reply_chars=settings.AGENTWEB_MAX_REPLY_CHARS,
     )
-    # Completion layer 1: a claimed refund, cancellation, address change or reply must
-    # show in the shop (for runs without a ticket too).
-    from agentweb.shop.validators import validator_for_ticket
-
-    validator = validator_for_ticket(run.ticket_id, since=run.created_at)
+    # Completion validator: only the one the profile names (none by default).
+    validator = load_validator(profile.validator) if profile.validator else None
     return Agent(
         model=model,
         tools=tools,
         config=config,
         validator=validator,
+        validator_name=profile.validator or None,
         journal=journal,
         context_policy=policy,
     )
+
+
+def run_context(run: Run) -> dict[str, Any]:
+    """What a run's tools and validator read: ``subject`` (the ticket's id in the ticket
+    domain) and when the run was created (``started_at``, ISO)."""
+    return {
+        "run_id": str(run.pk),
+        "user": run.created_by.get_username(),
+        "subject": str(run.ticket_id) if run.ticket_id else None,
+        "started_at": run.created_at.isoformat(),
+    }

@@ -23,13 +23,13 @@ def check_agent_configuration() -> None:
     from agentweb.runs.agents import model_for, registry
     from agentweb.runtime.gateway import ConfigError
 
-    try:
-        model_for(settings.AGENTWEB_MODEL)
-    except ConfigError as exc:
-        raise ImproperlyConfigured(str(exc)) from None
-    try:
+    try:  # the tools first: the demo model comes from a tool module
         registry()
     except ImportError as exc:
         raise ImproperlyConfigured(f"AGENTWEB_TOOLS: cannot import {exc.name!r}: {exc}") from None
     except ValueError as exc:
         raise ImproperlyConfigured(f"AGENTWEB_TOOLS: {exc}") from None
+    try:
+        model_for(settings.AGENTWEB_MODEL)
+    except ConfigError as exc:
+        raise ImproperlyConfigured(str(exc)) from None

@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from agentweb.observability import steps as observe
 from agentweb.runs import actions, delegation, publish
-from agentweb.runs.agents import build_agent, registry
+from agentweb.runs.agents import build_agent, registry, run_context
 from agentweb.runs.journal import DbJournal
 from agentweb.runs.models import Approval, Run, ToolExecution, arguments_hash
 from agentweb.runs.pricing import cost_usd
@@ -186,15 +186,12 @@ def _drive(run_id: int, owner: str, lost: threading.Event) -> str:
     run = Run.objects.select_related("agent", "created_by", "ticket__customer").get(pk=run_id)
     journal = DbJournal(run, tool_of=registry().get, risk_of=lambda name: _risk(run, name))
     agent = build_agent(run, journal)
+    facts = run_context(run)
     context = ToolContext(
-        call_id="",
-        run_id=str(run.pk),
-        user=run.created_by.get_username(),
-        ticket_id=str(run.ticket_id) if run.ticket_id else None,
-        extra={},
+        call_id="", run_id=facts["run_id"], user=facts["user"], subject=facts["subject"]
     )
     if run.state is None:
-        state = agent.start(run.task, context={"ticket_id": run.ticket_id})
+        state = agent.start(run.task, context=facts)
     else:
         state = LoopState.from_json(run.state)
         decisions = _decisions_for(run, state)

@@ -42,16 +42,39 @@ class AgentProfile(models.Model):
         help_text='{"tool": "always"|"never"|{"argument": "amount", "at_least": 20}}',
     )
     context_budget_tokens = models.PositiveIntegerField(default=16000)
+    tool_selection = models.CharField(
+        max_length=10,
+        default="all",
+        help_text='"all": offer exactly the allowed tools; a number N: the N most relevant '
+        "plus search_tools",
+    )
+    validator = models.CharField(
+        max_length=200,
+        blank=True,
+        help_text="Dotted path of a completion validator(answer, state); blank: none",
+    )
     delegates = models.JSONField(
         default=list, blank=True, help_text="Profile names this one may hand work to"
     )
+    vision = models.BooleanField(default=True, help_text="Send images in tool results")
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:
         return self.name
 
+    @property
+    def top_n(self) -> int | None:
+        """Tools offered per model call (None: every allowed tool, no search_tools)."""
+        value = str(self.tool_selection).strip()
+        return int(value) if value.isdigit() and int(value) > 0 else None
+
     def clean(self) -> None:
-        errors: dict[str, str] = {}
+        # The one place profile fields are checked: the admin, the /agents/ form, the
+        # API and `agents import` all call full_clean(). The checks that need the loaded
+        # tools or the environment live in agentweb.runs.profiles.
+        from agentweb.runs.profiles import profile_errors
+
+        errors: dict[str, str] = profile_errors(self)
         if not isinstance(self.allowed_tools, list) or not all(
             isinstance(name, str) for name in self.allowed_tools
         ):

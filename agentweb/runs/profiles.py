@@ -1,8 +1,212 @@
-"""The agent profiles an installation starts with (admins edit them afterwards)."""
+"""Agent profiles as data: the one set of field checks (the model's ``clean()`` calls
+``profile_errors``), their JSON shape (``GET /api/agents``, ``agents export``), creating
+or updating one from that JSON (API, ``agents import``, the /agents/ form), and the
+profiles an installation starts with (admins edit them afterwards)."""
 
 from __future__ import annotations
 
-from agentweb.runs.models import AgentProfile
+from typing import TYPE_CHECKING, Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+if TYPE_CHECKING:
+    from agentweb.runs.models import AgentProfile
+
+#: The claims validator of the ticket domain (seeded ticket profiles name it).
+CLAIMS_VALIDATOR = "agentweb.shop.validators.claims_validator"
+
+#: Fields of a profile in JSON, in the order shown; only name and system_prompt required.
+FIELDS = (
+    "name",
+    "description",
+    "system_prompt",
+    "model",
+    "allowed_tools",
+    "tool_selection",
+    "validator",
+    "approval_policies",
+    "risk_overrides",
+    "max_iterations",
+    "context_budget_tokens",
+    "delegates",
+    "vision",
+)
+REQUIRED = ("name", "system_prompt")
+MAX_TOP_N = 100
+
+
+def profile_json(profile: AgentProfile) -> dict[str, Any]:
+    """The API shape of a profile (DESIGN §4)."""
+    return {
+        "name": profile.name,
+        "description": profile.description,
+        "system_prompt": profile.system_prompt,
+        "model": profile.model or None,
+        "allowed_tools": list(profile.allowed_tools or []),
+        "tool_selection": profile.top_n or "all",
+        "validator": profile.validator or None,
+        "approval_policies": dict(profile.approval_policies or {}),
+        "risk_overrides": dict(profile.risk_overrides or {}),
+        "max_iterations": profile.max_iterations,
+        "context_budget_tokens": profile.context_budget_tokens,
+        "delegates": list(profile.delegates or []),
+        "vision": profile.vision,
+        "updated_at": profile.updated_at.isoformat() if profile.updated_at else None,
+    }
+
+
+def _defaults() -> dict[str, Any]:
+    return {
+        "description": "",
+        "model": "",
+        "allowed_tools": [],
+        "tool_selection": "all",
+        "validator": "",
+        "approval_policies": {},
+        "risk_overrides": {},
+        "max_iterations": 20,
+        "context_budget_tokens": 16000,
+        "delegates": [],
+        "vision": True,
+    }
+
+
+def _typed(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Field values of ``data`` in model form (null -> blank), and type errors by field."""
+    errors: dict[str, str] = {}
+    unknown = sorted(set(data) - set(FIELDS) - {"updated_at"})
+    if unknown:
+        errors["__all__"] = f"unknown fields: {', '.join(unknown)}; known: {', '.join(FIELDS)}"
+    values: dict[str, Any] = {}
+    for name in FIELDS:
+        if name not in data:
+            continue
+        value = data[name]
+        if name in ("name", "system_prompt", "description", "model", "validator"):
+            if value is None and name not in REQUIRED:
+                value = ""
+            if not isinstance(value, str):
+                errors[name] = "must be a string"
+                continue
+            value = value.strip() if name != "system_prompt" else value
+        elif name == "tool_selection":
+            if value is None:
+                value = "all"
+            if isinstance(value, bool) or not isinstance(value, int | str):
+                errors[name] = f'"all" or a whole number from 1 to {MAX_TOP_N}'
+                continue
+            value = str(value).strip()
+        elif name in ("max_iterations", "context_budget_tokens"):
+            if isinstance(value, bool) or not isinstance(value, int):
+                errors[name] = "must be a whole number"
+                continue
+        elif name == "vision":
+            if not isinstance(value, bool):
+                errors[name] = "must be true or false"
+                continue
+        elif name in ("allowed_tools", "delegates"):
+            if value is None:
+                value = []
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                errors[name] = "must be a list of names"
+                continue
+        elif name in ("approval_policies", "risk_overrides"):
+            if value is None:
+                value = {}
+            if not isinstance(value, dict):
+                errors[name] = "must be an object keyed by tool name"
+                continue
+        values[name] = value
+    return values, errors
+
+
+def profile_errors(profile: AgentProfile) -> dict[str, str]:
+    """What is wrong with ``profile``'s values, by field (checks that need the loaded
+    tools, the environment or the other profiles; ``clean()`` adds the shape checks)."""
+    from agentweb.runs import agents
+
+    errors: dict[str, str] = {}
+    loaded = set(agents.registry().names())
+    for field in ("allowed_tools", "risk_overrides", "approval_policies"):
+        names = getattr(profile, field)
+        if isinstance(names, list | dict):
+            unknown = sorted(str(n) for n in names if n not in loaded)
+            if unknown:
+                errors[field] = (
+                    f"unknown tools: {', '.join(unknown)} "
+                    f"(loaded: {', '.join(sorted(loaded)) or 'none'})"
+                )
+    selection = str(profile.tool_selection or "").strip()
+    if selection != "all" and not (selection.isdigit() and 1 <= int(selection) <= MAX_TOP_N):
+        errors["tool_selection"] = f'"all" or a whole number from 1 to {MAX_TOP_N}'
+    if profile.validator:
+        problem = agents.validator_problem(profile.validator)
+        if problem:
+            errors["validator"] = problem
+    if profile.model:
+        problem = agents.model_problem(profile.model)
+        if problem:
+            errors["model"] = problem
+    if profile.max_iterations is not None and not 1 <= profile.max_iterations <= 200:
+        errors["max_iterations"] = "must be from 1 to 200"
+    if profile.context_budget_tokens is not None and profile.context_budget_tokens < 1000:
+        errors["context_budget_tokens"] = "must be at least 1000"
+    return errors
+
+
+def field_errors(exc: ValidationError) -> dict[str, str]:
+    """``{field: "message; message"}`` of a ValidationError."""
+    if hasattr(exc, "error_dict"):
+        return {
+            field: "; ".join(str(m) for e in errs for m in e.messages)
+            for field, errs in exc.error_dict.items()
+        }
+    return {"__all__": "; ".join(exc.messages)}
+
+
+class ProfileInvalid(Exception):
+    """A profile's data did not pass the checks; ``errors`` names each field."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        self.errors = errors
+        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
+
+
+def save_profile(
+    data: dict[str, Any], profile: AgentProfile | None = None, *, partial: bool = False
+) -> AgentProfile:
+    """Create (``profile`` None) or update a profile from its JSON shape and save it.
+
+    Without ``partial`` the fields not given are reset to their defaults (PUT, import);
+    raises ``ProfileInvalid`` naming every field that is wrong."""
+    from agentweb.runs.models import AgentProfile
+
+    values, errors = _typed(data)
+    if profile is None:
+        missing = [f for f in REQUIRED if not values.get(f)]
+        for f in missing:
+            errors[f] = "required"
+        profile = AgentProfile()
+    elif not partial:
+        for f in REQUIRED:
+            if f not in values:
+                errors[f] = "required"
+    if errors:
+        raise ProfileInvalid(errors)
+    if not partial:
+        for key, default in _defaults().items():
+            setattr(profile, key, default)
+    for key, value in values.items():
+        setattr(profile, key, value)
+    try:
+        profile.full_clean()
+    except ValidationError as exc:
+        raise ProfileInvalid(field_errors(exc)) from None
+    with transaction.atomic():
+        profile.save()
+    return profile
+
 
 TICKET_ASSISTANT_PROMPT = """\
 You are the ticket assistant of our shop's customer-support team, working for {{user}}.
@@ -57,12 +261,15 @@ READ_ONLY_TOOLS = [
 
 def seed_profiles() -> list[AgentProfile]:
     """Create the default profiles once; an admin's later edits are kept."""
+    from agentweb.runs.models import AgentProfile
+
     assistant, _ = AgentProfile.objects.get_or_create(
         name="ticket-assistant",
         defaults={
             "description": "Resolves customer tickets end to end; risky actions need approval.",
             "system_prompt": TICKET_ASSISTANT_PROMPT,
             "max_iterations": 20,
+            "validator": CLAIMS_VALIDATOR,
         },
     )
     triage, _ = AgentProfile.objects.get_or_create(
@@ -72,6 +279,7 @@ def seed_profiles() -> list[AgentProfile]:
             "system_prompt": TRIAGE_PROMPT,
             "allowed_tools": READ_ONLY_TOOLS,
             "max_iterations": 10,
+            "validator": CLAIMS_VALIDATOR,
         },
     )
     return [assistant, triage]

@@ -1,5 +1,6 @@
 """agentweb's agent runtime: pure Python, no Django. See docs/runtime.md."""
 
+from .context import ContextHints
 from .events import Event
 from .gateway import (
     ConfigError,
@@ -59,6 +60,7 @@ __all__ = [
     "Attachment",
     "Cancelled",
     "ConfigError",
+    "ContextHints",
     "Decision",
     "Event",
     "ExecutionJournal",

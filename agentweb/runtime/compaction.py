@@ -17,9 +17,11 @@ __all__ = [
     "DEFAULT_FACT_PATTERNS",
     "MONEY_KEYS",
     "REJECTED_PREFIX",
+    "RUNTIME_REFUSALS",
     "TOOL_ERROR_PREFIX",
     "digest_result",
     "extract_facts",
+    "refused_by_runtime",
     "render_facts",
     "render_steps",
     "repair",
@@ -29,29 +31,27 @@ __all__ = [
 
 # The loop's text for a call a human rejected (loop.py): never dropped as a "correction".
 REJECTED_PREFIX = "A human reviewer rejected this call"
-# The loop's prefix of an error raised by the tool itself (as opposed to refused arguments).
+# The loop's prefix of an error raised by the tool itself (other than ``ToolError``).
 TOOL_ERROR_PREFIX = "Error: "
-
-# Keys whose values are pinned when they appear in tool arguments or tool results.
-DEFAULT_FACT_KEYS: tuple[str, ...] = (
-    "order_id",
-    "customer_id",
-    "tracking_number",
-    "sku",
-    "ticket_id",
-    "refund_id",
-    "return_id",
-    "invoice_id",
-    "email",
+# How the loop's own refusals begin (arguments it could not use, repeats): a later call
+# of the same tool that worked corrects them. Any other error came from the tool.
+RUNTIME_REFUSALS: tuple[str, ...] = (
+    "Invalid arguments for tool",
+    "Unknown tool",
+    "Duplicate of an identical call",
+    "You already called",
+    "Stopped: repeated",
+    "The call was approved, but its arguments",
 )
+ARGUMENTS_HINT = " Send the arguments as one JSON object that matches the tool's schema."
+
+# Keys whose values are pinned when they appear in tool arguments or tool results. The
+# runtime knows no domain: a domain passes its own (``ContextHints.fact_keys``).
+DEFAULT_FACT_KEYS: tuple[str, ...] = ("email",)
 # Arguments that are amounts of money: a successful call with one is an amount decided.
-MONEY_KEYS: tuple[str, ...] = ("amount", "refund_amount", "credit", "price", "total")
-# Ids written in text (the task, answers); group 1 is the value.
-DEFAULT_FACT_PATTERNS: Mapping[str, str] = {
-    "order_id": r"(?i)\border\s*(?:id|no\.?|number|#)?\s*[:#]?\s*([A-Z]{1,4}-?\d{3,}|\d{4,})\b",
-    "customer_id": r"(?i)\bcustomer\s*(?:id|no\.?|number|#)?\s*[:#]?\s*([A-Z]{1,4}-?\d{2,})\b",
-    "tracking_number": r"\b(1Z[0-9A-Z]{16})\b",
-}
+MONEY_KEYS: tuple[str, ...] = ("amount", "price", "total", "credit", "cost")
+# Ids written in text (the task, answers), by kind; group 1 is the value. Domain-given.
+DEFAULT_FACT_PATTERNS: Mapping[str, str] = {}
 _MAX_VALUE = 200
 
 
@@ -144,7 +144,7 @@ def _key_rank(key: str, fact_keys: Sequence[str]) -> int:
         return 0
     if k.endswith(("_id", "_number", "id")) or k in ("status", "state", "name", "title"):
         return 1
-    if any(w in k for w in ("amount", "total", "price", "date", "_at", "count", "carrier")):
+    if any(w in k for w in ("amount", "total", "price", "date", "_at", "count")):
         return 2
     return 3
 
@@ -203,10 +203,10 @@ def superseded(messages: Sequence[Message], start: int = 0) -> tuple[set[int], s
     """What later messages made obsolete, from position ``start`` on.
 
     - A failed tool call once a later call of the same tool succeeded: a call the runtime
-      refused (invalid arguments, a repeat) is corrected by any later success; a call the
-      tool itself failed (``Error: …``, e.g. not found) only by a success with the same
-      arguments (a retry), since its error says something. A human's rejection always
-      stays. The call and its result go (call ids returned).
+      refused (invalid arguments, a repeat: ``RUNTIME_REFUSALS``) is corrected by any later
+      success; a call the tool itself failed (e.g. not found) only by a success with the
+      same arguments (a retry), since its error says something. A human's rejection
+      always stays. The call and its result go (call ids returned).
     - An empty answer and the runtime's nudge after it, once the model replied again.
     - An answer that drew an objection (the user message right after it), once a later
       answer drew another: only the latest objection stays (positions returned).
@@ -231,9 +231,9 @@ def superseded(messages: Sequence[Message], start: int = 0) -> tuple[set[int], s
         later = [args for at, args in ok_at.get(t.name, ()) if at > i]
         if not later:
             return False
-        if t.content.startswith(TOOL_ERROR_PREFIX):  # the tool itself failed: only a retry
-            return _args_key(calls[call_id]) in later  # with the same arguments replaces it
-        return True  # arguments the runtime refused, then a call that worked
+        if refused_by_runtime(t.content):  # arguments the runtime refused, then a call
+            return True  # that worked
+        return _args_key(calls[call_id]) in later  # the tool failed: only a retry replaces it
 
     dropped_calls = {
         call_id for call_id, (i, t) in results.items() if t.is_error and corrected(call_id, i, t)
@@ -254,6 +254,11 @@ def superseded(messages: Sequence[Message], start: int = 0) -> tuple[set[int], s
     for pair in objections[:-1]:
         dropped.update(pair)
     return dropped, dropped_calls
+
+
+def refused_by_runtime(content: str) -> bool:
+    """True when a failed call's result is the loop's refusal, not the tool's error."""
+    return content.startswith(RUNTIME_REFUSALS) or content.endswith(ARGUMENTS_HINT)
 
 
 # -- facts ---------------------------------------------------------------------------------
@@ -285,9 +290,9 @@ def _walk(data: Any, keys: Sequence[str], facts: dict[str, list[str]], depth: in
             _walk(x, keys, facts, depth + 1)
 
 
-def _call_text(call: ToolCall) -> str:
+def _call_text(call: ToolCall, money_keys: Sequence[str] = MONEY_KEYS) -> str:
     ids = ", ".join(
-        f"{k}={v}" for k, v in call.arguments.items() if k not in MONEY_KEYS and _scalar(v)
+        f"{k}={v}" for k, v in call.arguments.items() if k not in money_keys and _scalar(v)
     )
     return f"{call.name}({ids})"
 
@@ -299,6 +304,7 @@ def extract_facts(
     start: int = 0,
     keys: Sequence[str] = DEFAULT_FACT_KEYS,
     patterns: Mapping[str, str] = DEFAULT_FACT_PATTERNS,
+    money_keys: Sequence[str] = MONEY_KEYS,
 ) -> None:
     """Add the facts of ``messages[start:]`` to ``facts`` (``{kind: [values]}``).
 
@@ -334,10 +340,11 @@ def extract_facts(
             with contextlib.suppress(ValueError):
                 _walk(json.loads(m.content), keys, facts)
             if call is not None:
-                money = {k: v for k, v in call.arguments.items() if k in MONEY_KEYS}
+                money = {k: v for k, v in call.arguments.items() if k in money_keys}
                 if money:
                     amounts = ", ".join(f"{k}={v}" for k, v in money.items())
-                    _add(facts, "amount_decided", f"{_call_text(call)}: {amounts} (done)")
+                    text = f"{_call_text(call, money_keys)}: {amounts} (done)"
+                    _add(facts, "amount_decided", text)
 
 
 def render_facts(facts: Mapping[str, Sequence[str]]) -> str:

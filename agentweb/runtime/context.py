@@ -32,6 +32,7 @@ from . import events as ev
 from .compaction import (
     DEFAULT_FACT_KEYS,
     DEFAULT_FACT_PATTERNS,
+    MONEY_KEYS,
     digest_result,
     extract_facts,
     render_facts,
@@ -49,7 +50,7 @@ from .tools import ToolRegistry
 if TYPE_CHECKING:
     from .loop import LoopState
 
-__all__ = ["ContextPolicy", "LayeredContextPolicy", "PreparedContext"]
+__all__ = ["ContextHints", "ContextPolicy", "LayeredContextPolicy", "PreparedContext"]
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +76,61 @@ MEMORY_HEADER = (
     "The full record is stored; ask again with a tool if you need a detail.]"
 )
 SUMMARY_PROMPT = (
-    "You compress the earlier part of an AI agent's work on a customer-support task. "
+    "You compress the earlier part of an AI agent's work on a task. "
     "Write a factual summary of at most {words} words: what was looked up and found "
     "(ids, statuses, amounts, dates), what was done, what a human approved or rejected and "
     "why, and what is still open. Keep every id and amount exactly. No advice, no "
     "instructions, no preamble."
 )
+
+
+@dataclass(frozen=True, slots=True)
+class ContextHints:
+    """What a domain tells the context policy about its data; the runtime knows none.
+
+    A tool module may define ``CONTEXT_HINTS = ContextHints(...)``; the application
+    merges the hints of the modules it loads and passes ``options()`` to
+    ``LayeredContextPolicy``.
+
+    Args:
+        fact_keys: Argument and result keys whose values are pinned facts (ids).
+        fact_patterns: ``{kind: regex}`` for ids written in text; group 1 is the value.
+        money_keys: Arguments that are amounts of money (besides ``MONEY_KEYS``).
+        synonyms: Tool ranking: a word users say -> words the tools are described with.
+        summary_prompt: The summarizer's system prompt (``{words}`` is filled in).
+    """
+
+    fact_keys: tuple[str, ...] = ()
+    fact_patterns: Mapping[str, str] = field(default_factory=dict)
+    money_keys: tuple[str, ...] = ()
+    synonyms: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    summary_prompt: str | None = None
+
+    def merged(self, other: ContextHints) -> ContextHints:
+        """Both sets of hints (the other's prompt wins when it has one)."""
+        synonyms = {k: tuple(v) for k, v in self.synonyms.items()}
+        for word, extra in other.synonyms.items():
+            synonyms[word] = tuple(dict.fromkeys((*synonyms.get(word, ()), *extra)))
+        return ContextHints(
+            fact_keys=tuple(dict.fromkeys((*self.fact_keys, *other.fact_keys))),
+            fact_patterns={**self.fact_patterns, **other.fact_patterns},
+            money_keys=tuple(dict.fromkeys((*self.money_keys, *other.money_keys))),
+            synonyms=synonyms,
+            summary_prompt=other.summary_prompt or self.summary_prompt,
+        )
+
+    def options(self) -> dict[str, Any]:
+        """Keyword arguments of ``LayeredContextPolicy`` for these hints."""
+        options: dict[str, Any] = {
+            "fact_keys": tuple(dict.fromkeys((*DEFAULT_FACT_KEYS, *self.fact_keys))),
+            "fact_patterns": {**DEFAULT_FACT_PATTERNS, **self.fact_patterns},
+            "money_keys": tuple(dict.fromkeys((*MONEY_KEYS, *self.money_keys))),
+        }
+        if self.synonyms:
+            options["scorer"] = BM25Scorer(synonyms=self.synonyms)
+        if self.summary_prompt:
+            options["summary_prompt"] = self.summary_prompt
+        return options
 
 
 class ContextMemory(BaseModel):
@@ -129,7 +179,9 @@ class LayeredContextPolicy(ContextPolicy):
         summary_input_chars: How much of each evicted tool result the summarizer reads.
         drop_superseded: Drop corrections a later message superseded.
         pin_facts: Extract ids, amounts decided and rejections into the pinned fact layer.
-        fact_keys / fact_patterns: What counts as a fact (see ``compaction``).
+        fact_keys / fact_patterns / money_keys: What counts as a fact (see
+            ``compaction``); a domain supplies them (``ContextHints``).
+        summary_prompt: The summarizer's system prompt; ``{words}`` is its bound.
         top_n: Tools offered per call, besides the ones already used or found by
             ``search_tools``. ``None``: offer every allowed tool.
         scorer: Tool relevance scorer; default ``BM25Scorer()``.
@@ -155,6 +207,8 @@ class LayeredContextPolicy(ContextPolicy):
         pin_facts: bool = True,
         fact_keys: Sequence[str] = DEFAULT_FACT_KEYS,
         fact_patterns: Mapping[str, str] = DEFAULT_FACT_PATTERNS,
+        money_keys: Sequence[str] = MONEY_KEYS,
+        summary_prompt: str = SUMMARY_PROMPT,
         top_n: int | None = 8,
         scorer: ToolScorer | None = None,
         keep_used_tools: bool = True,
@@ -180,6 +234,8 @@ class LayeredContextPolicy(ContextPolicy):
         self.pin_facts = pin_facts
         self.fact_keys = tuple(k.lower() for k in fact_keys)
         self.fact_patterns = dict(fact_patterns)
+        self.money_keys = tuple(money_keys)
+        self.summary_prompt = summary_prompt
         self.top_n = top_n
         self.scorer: ToolScorer = scorer if scorer is not None else BM25Scorer()
         self.keep_used_tools = keep_used_tools
@@ -221,7 +277,7 @@ class LayeredContextPolicy(ContextPolicy):
     def prepare(self, state: LoopState, registry: ToolRegistry) -> PreparedContext:
         try:
             return self._prepare(state, registry)
-        except Exception as exc:  # a bug here must not end a customer's run: send it all
+        except Exception as exc:  # a bug here must not end a run: send it all
             log.exception("context policy failed; sending every message and tool")
             info = {
                 "budget": self.budget_tokens,
@@ -240,6 +296,7 @@ class LayeredContextPolicy(ContextPolicy):
                 start=mem.facts_scanned,
                 keys=self.fact_keys,
                 patterns=self.fact_patterns,
+                money_keys=self.money_keys,
             )
             mem.facts_scanned = len(msgs)
         tools, tool_info = self._select_tools(msgs, registry)
@@ -550,7 +607,7 @@ class LayeredContextPolicy(ContextPolicy):
         steps = render_steps(evicted, result_chars=self.summary_input_chars)
         parts.append("Steps to add:\n" + "\n".join(steps))
         request: list[Message] = [
-            SystemMessage(content=SUMMARY_PROMPT.format(words=words)),
+            SystemMessage(content=self.summary_prompt.replace("{words}", str(words))),
             UserMessage(content="\n\n".join(parts)),
         ]
         try:

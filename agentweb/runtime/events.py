@@ -8,6 +8,7 @@ from typing import Any
 __all__ = [
     "APPROVAL_DECIDED",
     "APPROVAL_REQUESTED",
+    "COMPLETION_OBJECTED",
     "CONTEXT_COMPACTED",
     "EVENT_TYPES",
     "MODEL_CALLED",
@@ -35,6 +36,7 @@ RUN_CANCELLED = "run_cancelled"
 # Stored by the host on a parent run when it delegates (DESIGN §8).
 SUBTASK_STARTED = "subtask_started"
 SUBTASK_FINISHED = "subtask_finished"
+COMPLETION_OBJECTED = "completion_objected"  # a validator sent the answer back
 
 EVENT_TYPES = frozenset(
     {
@@ -50,6 +52,7 @@ EVENT_TYPES = frozenset(
         RUN_CANCELLED,
         SUBTASK_STARTED,
         SUBTASK_FINISHED,
+        COMPLETION_OBJECTED,
     }
 )
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
+import logging
 import os
 import queue
 import threading
@@ -32,6 +33,8 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 
 POOL_SIZE = 32
 
@@ -95,7 +98,7 @@ def shared_pool() -> ToolPool:
 class ToolResult:
     ok: bool
     result: Any  # JSON-ready value (full)
-    error: str | None
+    error: str | None  # on failure: exactly the text the model receives
     duration_ms: float
     waiting_on: list[Any] | None = None  # the tool raised ``Suspend``: no result yet
     images: list[Image] = field(default_factory=list)
@@ -124,11 +127,17 @@ def _invoke(inv: Invocation) -> ToolResult:
         return ToolResult(True, to_jsonable(value), None, _elapsed(started))
     except Suspend as exc:
         return ToolResult(False, None, None, _elapsed(started), waiting_on=exc.waiting_on)
-    except ToolError as exc:  # the tool's own words (e.g. "refused: … loopback address")
+    except ToolError as exc:  # the tool's own words for the model, verbatim
         return ToolResult(False, None, str(exc) or type(exc).__name__, _elapsed(started))
     except Exception as exc:
-        msg = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
-        return ToolResult(False, None, msg, _elapsed(started))
+        log.warning("tool %r raised", inv.tool.name, exc_info=True)
+        return ToolResult(False, None, error_text(exc), _elapsed(started))
+
+
+def error_text(exc: BaseException) -> str:
+    """What the model receives for an exception other than ``ToolError``."""
+    name = type(exc).__name__
+    return f"Error: {name}: {exc}" if str(exc) else f"Error: {name}"
 
 
 def run_tools(invocations: Sequence[Invocation]) -> list[ToolResult]:
@@ -143,7 +152,7 @@ def run_tools(invocations: Sequence[Invocation]) -> list[ToolResult]:
             results.append(fut.result(timeout=remaining))
         except FutureTimeout:
             fut.cancel()
-            msg = f"tool {inv.tool.name!r} timed out after {inv.timeout:g}s"
+            msg = f"Error: tool {inv.tool.name!r} timed out after {inv.timeout:g}s"
             results.append(ToolResult(False, None, msg, _elapsed(started)))
     return results
 

@@ -116,14 +116,25 @@ class Model(Protocol):
 _SPEC_HELP = "expected demo | openai:<model> | anthropic:<model>"
 
 
-def model_from_config(spec: str, env: Mapping[str, str] | None = None) -> Model:
-    """Build a model from ``AGENTWEB_MODEL``-style ``spec`` and provider variables in ``env``."""
+def model_from_config(
+    spec: str,
+    env: Mapping[str, str] | None = None,
+    *,
+    demo: Callable[[], Model] | None = None,
+) -> Model:
+    """Build a model from ``AGENTWEB_MODEL``-style ``spec`` and provider variables in ``env``.
+
+    ``demo`` makes the scripted model that ``spec == "demo"`` names: the runtime has none
+    of its own, each domain brings one (the application finds it in the tool modules)."""
     env = os.environ if env is None else env
     spec = (spec or "").strip()
     if spec == "demo":
-        from .demo import DemoModel  # written by the ticket-tools work; imported lazily
-
-        return DemoModel()  # type: ignore[no-any-return, unused-ignore]
+        if demo is None:
+            raise ConfigError(
+                "AGENTWEB_MODEL: 'demo' needs a scripted model, and none of the loaded tool "
+                "modules provides one (a module-level demo_model() function)"
+            )
+        return demo()
     kind, _, model_name = spec.partition(":")
     model_name = model_name.strip()
     if kind not in ("openai", "anthropic") or not model_name:

@@ -22,6 +22,7 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import events as ev
+from .compaction import ARGUMENTS_HINT
 from .context import ContextPolicy
 from .events import Event
 from .execution import Invocation, ToolResult, format_for_model, run_tools
@@ -297,6 +298,7 @@ class Agent:
         journal: ExecutionJournal | None = None,
         context_policy: ContextPolicy | None = None,
         image_store: ImageStore | None = None,
+        validator_name: str | None = None,
     ) -> None:
         self.model = model
         self.image_store: ImageStore = (
@@ -310,6 +312,7 @@ class Agent:
             tools = tools.subset(n for n in config.allowed_tools if n in tools)
         self.tools = tools
         self.validator = validator
+        self.validator_name = validator_name or (_callable_name(validator) if validator else "")
         self.journal: ExecutionJournal = journal if journal is not None else InMemoryJournal()
         self.context_policy = context_policy or ContextPolicy()
         self._tool_params = {t.name: t.params for t in tools}
@@ -578,6 +581,12 @@ class Agent:
                 return self._fail(state, f"validator error: {type(exc).__name__}: {exc}", events)
             if objection:
                 state.messages.append(UserMessage(content=objection))
+                events.append(
+                    Event(
+                        ev.COMPLETION_OBJECTED,
+                        {"validator": self.validator_name, "reason": str(objection)},
+                    )
+                )
                 return None
             return self._finish(state, answer, "validator", None, events)
         return self._finish(state, answer, "model", None, events)
@@ -723,7 +732,7 @@ class Agent:
         if res.ok:
             item.content = format_for_model(res.result, self.config.max_result_chars)
         else:
-            item.content = f"Error: {res.error}"
+            item.content = res.error or "Error"
         data: dict[str, Any] = {
             "call_id": item.call_id,
             "tool": item.name,
@@ -927,7 +936,7 @@ class Agent:
             call_id=call_id,
             run_id=_str_or_none(src.get("run_id", state.run_id)),
             user=_str_or_none(src.get("user")),
-            ticket_id=_str_or_none(src.get("ticket_id")),
+            subject=_str_or_none(src.get("subject")),
             extra=dict(src.get("extra") or src),
         )
 
@@ -952,7 +961,7 @@ _UNREADABLE = (
     "The call was approved, but its arguments could not be read and no corrected ones were "
     "given, so it was not run. Call the tool again with valid JSON arguments."
 )
-_ARGS_HINT = " Send the arguments as one JSON object that matches the tool's schema."
+_ARGS_HINT = ARGUMENTS_HINT
 _REPEAT_REMINDER = (
     "You already called {name} with exactly these arguments in the previous step and the "
     "result is above. Do not repeat the same call: use that result, change the arguments, "
@@ -986,6 +995,12 @@ def _safe_delta(
             log.exception("on_delta failed; no more previews for this model call")
 
     return deliver
+
+
+def _callable_name(fn: Callable[..., Any]) -> str:
+    module = getattr(fn, "__module__", None) or ""
+    name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
+    return f"{module}.{name}" if module else name
 
 
 def _str_or_none(value: Any) -> str | None:

@@ -1,8 +1,8 @@
 """Tool selection: rank the allowed tools by relevance to the conversation, offer the top N.
 
 ``BM25Scorer`` is a small Okapi BM25 over each tool's name, description and parameters,
-with a light English stemmer and a short table of support/e-commerce synonyms applied to
-the query. Any other scorer (embeddings, say) fits the ``ToolScorer`` protocol.
+with a light English stemmer and an optional table of synonyms (given by the domain)
+applied to the query. Any other scorer (embeddings, say) fits the ``ToolScorer`` protocol.
 ``make_search_tool`` builds the ``search_tools`` meta-tool for large registries: the model
 describes what it needs, and the tools found are offered from its next step on.
 """
@@ -41,48 +41,9 @@ _STOP_TEXT = (
 )
 _STOPWORDS = frozenset(_STOP_TEXT.split())
 
-# Query-side expansion: a word the customer uses -> words tools are described with.
-DEFAULT_SYNONYMS: Mapping[str, tuple[str, ...]] = {
-    "money": ("refund", "payment"),
-    "reimburse": ("refund",),
-    "compensat": ("refund", "credit"),
-    "parcel": ("shipment", "track"),
-    "package": ("shipment", "track"),
-    "deliver": ("shipment", "carrier"),
-    "delivery": ("shipment", "carrier"),
-    "where": ("track", "shipment", "status"),
-    "late": ("shipment", "carrier", "trace"),
-    "lost": ("shipment", "carrier", "trace"),
-    "missing": ("shipment", "trace"),
-    "stuck": ("shipment", "carrier"),
-    "delay": ("shipment", "carrier"),
-    "broken": ("damage", "return", "refund"),
-    "damage": ("return", "refund"),
-    "defective": ("damage", "return", "warranty"),
-    "email": ("reply", "message", "send"),
-    "write": ("reply", "message", "send"),
-    "tell": ("reply", "message", "send"),
-    "inform": ("reply", "message", "send"),
-    "respond": ("reply", "message"),
-    "stock": ("inventory",),
-    "available": ("inventory", "stock"),
-    "availability": ("inventory", "stock"),
-    "move": ("address", "shipping"),
-    "policy": ("knowledge", "article"),
-    "rule": ("knowledge", "policy"),
-    "remember": ("note", "fact"),
-    "charge": ("payment", "invoice"),
-    "bill": ("invoice", "payment"),
-    "paid": ("payment",),
-    "pay": ("payment",),
-    "account": ("customer",),
-    "profile": ("customer",),
-    "buyer": ("customer",),
-    "client": ("customer",),
-    "purchase": ("order",),
-    "bought": ("order",),
-    "stop": ("cancel",),
-}
+# Query-side expansion (a word people use -> words tools are described with) is
+# domain knowledge: a domain passes its table (``ContextHints.synonyms``); none by default.
+DEFAULT_SYNONYMS: Mapping[str, tuple[str, ...]] = {}
 
 _WORD = re.compile(r"[a-z0-9]+")
 _DOUBLE = re.compile(r"([bdfglmnprt])\1$")
@@ -145,8 +106,8 @@ class _Index:
 class BM25Scorer:
     """Okapi BM25 over tool names (weighted), descriptions and parameter docs.
 
-    ``synonyms`` maps a query word stem to extra query words (``DEFAULT_SYNONYMS`` by
-    default; pass ``{}`` for plain BM25). Indexes are cached per tool set."""
+    ``synonyms`` maps a query word stem to extra query words (none by default: plain
+    BM25; a domain passes its own table). Indexes are cached per tool set."""
 
     def __init__(
         self,
@@ -288,7 +249,7 @@ def make_search_tool(
         """Find more tools: say what you need to do; the tools found are offered next step.
 
         Args:
-            query: What you need to do, in a few words, e.g. "refund a damaged item".
+            query: What you need to do, in a few words, e.g. "change a setting".
         """
         ranked = [(s, score) for s, score in rank_tools(chosen, query, specs) if score > 0]
         found = [{"name": s.name, "description": s.description} for s, _ in ranked[:limit]]

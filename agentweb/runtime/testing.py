@@ -1,7 +1,7 @@
 """A scripted model for tests and offline use: enqueue replies, then ``assert_complete``.
 
 model = ScriptedModel()
-model.enqueue(call("get_order", order_id="A1"), "The order shipped.")
+model.enqueue(call("lookup", key="A1"), "Found it.")
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ Reply = (
 
 
 def call(name: str, arguments: dict[str, Any] | None = None, /, **kwargs: Any) -> ToolCall:
-    """A tool call reply: ``call("get_order", order_id="A1")``."""
+    """A tool call reply: ``call("lookup", key="A1")``."""
     return ToolCall(id=new_call_id(), name=name, arguments={**(arguments or {}), **kwargs})
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -31,18 +30,21 @@ __all__ = [
 
 Risk = Literal["low", "medium", "high"]
 RISKS: tuple[str, ...] = ("low", "medium", "high")
-MAX_PARAMS = 6
 
 
 @dataclass(frozen=True, slots=True)
 class ToolContext:
-    """Injected into tools that declare a ``ctx`` parameter. ``call_id`` is the
-    idempotency key of this call: a tool with side effects should pass it on."""
+    """Injected into tools that declare a ``ctx`` parameter.
+
+    ``call_id`` is the idempotency key of this call: a tool with side effects should pass
+    it on (scoped by ``run_id``). ``subject`` is what the run is about, as the
+    application names it (a case, a request, a record id); ``extra`` carries any other
+    data the application hands its tools. The runtime gives neither a meaning."""
 
     call_id: str
     run_id: str | None = None
     user: str | None = None
-    ticket_id: str | None = None
+    subject: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -57,8 +59,10 @@ class Suspend(Exception):
 
 
 class ToolError(Exception):
-    """Raised by a tool (or its ``check``) to refuse a call: ``str(exc)`` is the reason,
-    written for the model and the person reading the run."""
+    """Raise it in a tool (or its ``check``) to fail or refuse the call with a reason: the
+    model receives exactly ``str(exc)`` as the call's result (no prefix, no type name),
+    and a person reads the same. Any other exception reaches the model as
+    ``Error: TypeName: message`` and is logged."""
 
 
 class ToolArgumentError(ValueError):
@@ -106,13 +110,6 @@ class Tool:
         self._normalized = {_norm(p): p for p in self.params}
         self.schema: dict[str, Any] = _clean_schema(self._model.model_json_schema())
         self._spec = ToolSpec(self.name, self.description, self.schema)
-        if len(self.params) > MAX_PARAMS:
-            warnings.warn(
-                f"tool {self.name!r} has {len(self.params)} parameters; models pick arguments "
-                f"more reliably with at most {MAX_PARAMS}",
-                UserWarning,
-                stacklevel=3,
-            )
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", self.name)
         self.__module__ = getattr(fn, "__module__", __name__)
@@ -202,7 +199,7 @@ def repair_keys(
     normalized: Mapping[str, str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """Rename keys that differ from a parameter only in case or separators
-    (``OrderId``, ``orderid``, ``order-id`` → ``order_id``). Returns (args, {old: new})."""
+    (``ItemId``, ``itemid``, ``item-id`` → ``item_id``). Returns (args, {old: new})."""
     params = tuple(params)
     if all(k in params for k in args):
         return dict(args), {}

@@ -17,6 +17,8 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from agentweb.runtime.tools import ToolError
+
 from .models import (
     AddressChange,
     CarrierEscalation,
@@ -34,8 +36,9 @@ from .models import (
 CENT = Decimal("0.01")
 
 
-class ShopRuleError(Exception):
-    """A request the shop refuses; the message explains why and what is possible instead."""
+class ShopRuleError(ToolError):
+    """A request the shop refuses; the message explains why and what is possible instead
+    (a ``ToolError``: the model receives the message as it is)."""
 
 
 # --- lookups -------------------------------------------------------------------------

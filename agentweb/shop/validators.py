@@ -9,6 +9,7 @@ returns a message; the loop hands it to the model, which continues.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -137,9 +138,14 @@ def validator_for_ticket(
 
 
 def claims_validator(answer: str, state: Any) -> str | None:
-    """A validator that takes the ticket from the run's context (``state.context``)."""
+    """The claims validator a profile names (``validator``): the ticket and the run's
+    start come from the run's context (``state.context``: ``subject``, ``started_at``)."""
     context = getattr(state, "context", None) or {}
-    return check_claims(answer, context.get("ticket_id"), tool_results_of(state))
+    since = None
+    with contextlib.suppress(KeyError, TypeError, ValueError):
+        since = datetime.fromisoformat(str(context["started_at"]))
+    subject = context.get("subject", context.get("ticket_id"))
+    return check_claims(answer, subject, tool_results_of(state), since=since)
 
 
 def tool_results_of(state: Any) -> list[ToolResult]:

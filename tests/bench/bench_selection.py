@@ -10,7 +10,7 @@ top 3, and lists the misses.
 
     .venv/bin/python tests/bench/bench_selection.py [--json out.json] [--check]
 
-Bar (issue 7 sets none): recall@8 >= 0.85 for the default scorer (BM25 + synonyms), a
+Bar (issue 7 sets none): recall@8 >= 0.85 for BM25 with the ticket domain's synonyms, a
 regression guard set after the first measurement (0.882; the set was written before the
 scorer was run on it and has not been tuned to it). ``--check`` exits 1 under the bar.
 """
@@ -32,6 +32,19 @@ if str(ROOT) not in sys.path:
 
 from agentweb.runtime.gateway import ToolSpec  # noqa: E402
 from agentweb.runtime.selection import BM25Scorer, ToolScorer, rank_tools  # noqa: E402
+
+
+def _ticket_synonyms() -> dict[str, tuple[str, ...]]:
+    """The ticket domain's synonym table (tools/ticket/hints.py is plain Python; loaded
+    by path so that the Django-backed tool package is not imported)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ticket_hints", ROOT / "tools/ticket/hints.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return dict(module.SYNONYMS)
+
 
 BAR_RECALL_AT_8 = 0.85
 
@@ -518,7 +531,7 @@ def main() -> int:
     print(f"{len(LABELLED)} requests, {len(specs)} tools; bundled tools from {source}")
     results = {}
     for label, scorer in (
-        ("BM25 + synonyms (default)", BM25Scorer()),
+        ("BM25 + ticket synonyms", BM25Scorer(synonyms=_ticket_synonyms())),
         ("BM25 without synonyms", BM25Scorer(synonyms={})),
     ):
         r = evaluate(scorer, specs)
@@ -530,10 +543,10 @@ def main() -> int:
         )
         for miss in r["misses"]:
             print(f"    miss: {miss}")
-    default = results["BM25 + synonyms (default)"]
+    default = results["BM25 + ticket synonyms"]
     ok = default["recall_at_8"] >= BAR_RECALL_AT_8
     print(
-        f"bar: recall@8 >= {BAR_RECALL_AT_8:.2f} with the default scorer: "
+        f"bar: recall@8 >= {BAR_RECALL_AT_8:.2f} with BM25 + the ticket domain's synonyms: "
         f"{'met' if ok else 'MISSED'}"
     )
     if args.json:

@@ -1,6 +1,3 @@
-import sys
-import types
-
 import pytest
 
 from agentweb.runtime.anthropic import AnthropicModel
@@ -46,21 +43,17 @@ def test_bad_configuration_names_the_variable(spec, env, variable):
         model_from_config(spec, env)
 
 
-def test_demo_is_imported_lazily(monkeypatch):
-    class DemoModel:
+def test_demo_is_the_scripted_model_the_application_hands_in():
+    class Scripted:
         name = "demo"
         scripted = True
 
-    fake = types.ModuleType("agentweb.runtime.demo")
-    fake.DemoModel = DemoModel
-    monkeypatch.setitem(sys.modules, "agentweb.runtime.demo", fake)
-    assert isinstance(model_from_config("demo", {}), DemoModel)
+    assert isinstance(model_from_config("demo", {}, demo=Scripted), Scripted)
 
 
-def test_demo_maps_to_the_demo_model():
-    pytest.importorskip("agentweb.runtime.demo")
-    model = model_from_config("demo", {})
-    assert type(model).__name__ == "DemoModel" and model.scripted is True
+def test_demo_without_a_scripted_model_names_the_variable():
+    with pytest.raises(ConfigError, match="AGENTWEB_MODEL.*demo_model"):
+        model_from_config("demo", {})
 
 
 def test_an_unusable_url_is_a_model_error_not_a_crash():

@@ -26,12 +26,33 @@ from agentweb.runtime import (
     tool,
 )
 from agentweb.runtime.compaction import digest_result, repair, superseded, valid_protocol
-from agentweb.runtime.context import ContextPolicy, LayeredContextPolicy, PreparedContext
+from agentweb.runtime.context import ContextHints, ContextPolicy, PreparedContext
+from agentweb.runtime.context import LayeredContextPolicy as GenericPolicy
 from agentweb.runtime.events import CONTEXT_COMPACTED, MODEL_CALLED
 from agentweb.runtime.gateway import ModelHTTPError
 from agentweb.runtime.messages import Message, ToolCall
 from agentweb.runtime.testing import ScriptedModel, call
 from agentweb.runtime.tokens import EstimateCounter, tiktoken_counter
+
+# The runtime knows no domain: these tests play a small shop and pass its hints, as the
+# application passes a loaded domain's CONTEXT_HINTS.
+SHOP_HINTS = ContextHints(
+    fact_keys=("order_id", "customer_id", "tracking_number", "sku"),
+    fact_patterns={
+        "order_id": r"(?i)\border\s*(?:id|#)?\s*[:#]?\s*([A-Z]{1,4}-?\d{3,})\b",
+        "customer_id": r"(?i)\bcustomer\s*(?:id|#)?\s*[:#]?\s*([A-Z]{1,4}-?\d{2,})\b",
+        "tracking_number": r"\b(1Z[0-9A-Z]{16})\b",
+    },
+    synonyms={"money": ("refund", "payment"), "parcel": ("shipment", "track")},
+)
+
+
+class LayeredContextPolicy(GenericPolicy):
+    """The layered policy with the test shop's hints."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **{**SHOP_HINTS.options(), **kwargs})
+
 
 TRACKING = "1Z999AA10123456784"
 

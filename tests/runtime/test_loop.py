@@ -19,6 +19,7 @@ from agentweb.runtime import (
     PriorExecution,
     ToolArgumentError,
     ToolContext,
+    ToolError,
     ToolMessage,
     ToolRegistry,
     UserMessage,
@@ -224,6 +225,53 @@ def test_tool_exceptions_and_timeouts_become_error_results():
     msgs = model.requests[1].messages
     assert msgs[-2].is_error and msgs[-1].is_error
     assert outcome == Finished("both failed", "model")
+
+
+def test_a_tool_error_reaches_the_model_verbatim_and_other_errors_with_their_type(caplog):
+    @tool
+    def lookup(key: str) -> dict:
+        """Look something up.
+
+        Args:
+            key: What to look up.
+        """
+        if key == "gone":
+            raise ToolError("No record 'gone'. Keys look like 'K-100'.")
+        raise KeyError(key)
+
+    model = ScriptedModel([[call("lookup", key="gone"), call("lookup", key="odd")], "done"])
+    agent = Agent(model, ToolRegistry([lookup]), AgentConfig(system_prompt=""))
+    with caplog.at_level("WARNING", logger="agentweb.runtime.execution"):
+        events, _ = drive(agent, agent.start("x"))
+    sent = [m for m in model.requests[1].messages if isinstance(m, ToolMessage)]
+    assert [m.content for m in sent] == [
+        "No record 'gone'. Keys look like 'K-100'.",
+        "Error: KeyError: 'odd'",
+    ]
+    assert all(m.is_error for m in sent)
+    finished = of(events, "tool_call_finished")
+    assert [f["error"] for f in finished] == [m.content for m in sent]
+    logged = [r for r in caplog.records if r.exc_info]
+    assert len(logged) == 1 and logged[0].exc_info[0] is KeyError  # ToolError is not logged
+
+
+def test_a_tool_error_subclass_is_verbatim_too():
+    class RuleError(ToolError):
+        pass
+
+    @tool
+    def act(x: int) -> int:
+        """Do it.
+
+        Args:
+            x: A number.
+        """
+        raise RuleError(f"{x} is too big; at most 3.")
+
+    model = ScriptedModel([call("act", x=9), "ok"])
+    agent = Agent(model, ToolRegistry([act]), AgentConfig(system_prompt=""))
+    drive(agent, agent.start("x"))
+    assert model.requests[1].messages[-1].content == "9 is too big; at most 3."
 
 
 def test_the_tool_timeout_setting_overrides_the_tools_own():
@@ -508,6 +556,37 @@ def test_the_validator_decides_first_and_can_send_the_model_back():
     assert isinstance(model.requests[1].messages[-1], UserMessage)
     assert "No refund exists" in model.requests[1].messages[-1].content
     assert seen == ["I refunded it.", "I refunded it."]
+    objected = of(events, "completion_objected")
+    assert objected == [
+        {
+            "validator": validator.__module__ + "." + validator.__qualname__,
+            "reason": "No refund exists in the ledger. Do not claim one; issue it or say so.",
+        }
+    ]
+
+
+def test_an_objection_is_an_event_named_by_the_validator_name_given():
+    model = ScriptedModel(["first", "second"])
+    answers = iter(["Not yet.", None])
+    agent = Agent(
+        model,
+        REGISTRY,
+        AgentConfig(system_prompt=""),
+        validator=lambda answer, state: next(answers),
+        validator_name="shop.claims",
+    )
+    events, outcome = drive(agent, agent.start("x"))
+    assert outcome == Finished("second", "validator")
+    kinds = [e.type for e in events]
+    assert kinds.index("completion_objected") < kinds.index("run_finished")
+    assert of(events, "completion_objected") == [{"validator": "shop.claims", "reason": "Not yet."}]
+
+
+def test_without_a_validator_nothing_objects():
+    agent = Agent(ScriptedModel(["I refunded it."]), REGISTRY, AgentConfig(system_prompt=""))
+    events, outcome = drive(agent, agent.start("x"))
+    assert outcome == Finished("I refunded it.", "model")
+    assert of(events, "completion_objected") == []
 
 
 def test_cancellation_is_checked_between_steps():

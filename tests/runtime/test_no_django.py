@@ -7,7 +7,6 @@ ROOT = Path(__file__).resolve().parents[2]
 CODE = """
 import importlib, pkgutil, sys
 import agentweb.runtime
-assert "agentweb.runtime.demo" not in sys.modules, "demo must be imported lazily"
 for info in pkgutil.iter_modules(agentweb.runtime.__path__):
     importlib.import_module("agentweb.runtime." + info.name)
 bad = sorted(m for m in sys.modules if m == "django" or m.startswith("django.")

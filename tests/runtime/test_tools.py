@@ -143,21 +143,17 @@ def test_it_rejects_duplicate_names():
         ToolRegistry([ship, other])
 
 
-def test_it_warns_about_more_than_six_parameters():
-    with pytest.warns(UserWarning, match="7 parameters"):
-
-        @tool
-        def wide(a: int, b: int, c: int, d: int, e: int, f: int, g: int) -> int:
-            """Too wide."""
-            return a
-
+def test_tools_with_many_parameters_register_without_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
 
         @tool
-        def narrow(a: int, b: int, c: int, d: int, e: int, f: int) -> int:
-            """Fine."""
+        def wide(a: int, b: int, c: int, d: int, e: int, f: int, g: int, h: int = 0) -> int:
+            """Seven required parameters and an optional one."""
             return a
+
+    assert wide.params == ("a", "b", "c", "d", "e", "f", "g", "h")
+    assert wide.required == frozenset("abcdefg")
 
 
 def test_it_injects_ctx_without_putting_it_in_the_schema():

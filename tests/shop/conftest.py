@@ -164,7 +164,7 @@ def call(registry: ToolRegistry) -> Call:
     ) -> Any:
         tool = registry.get(name)
         parsed = tool.parse(arguments)
-        ctx = ToolContext(call_id=call_id, run_id=run_id, ticket_id=ticket_id)
+        ctx = ToolContext(call_id=call_id, run_id=run_id, subject=ticket_id)
         return tool.fn(**tool.call_kwargs(parsed, ctx))
 
     return run

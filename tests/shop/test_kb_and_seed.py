@@ -7,7 +7,6 @@ from datetime import UTC, datetime
 import pytest
 from django.db import connection
 
-from agentweb.runtime.demo import scenario_for
 from agentweb.shop import demo_data
 from agentweb.shop.actions import ShopRuleError
 from agentweb.shop.models import (
@@ -20,6 +19,7 @@ from agentweb.shop.models import (
     Shipment,
     Ticket,
 )
+from tools.ticket.demo import scenario_for
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
 

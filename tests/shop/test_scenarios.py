@@ -12,7 +12,6 @@ from typing import Any
 
 import pytest
 
-from agentweb.runtime.demo import DemoModel
 from agentweb.runtime.loop import Agent, AgentConfig, Decision, Finished, NeedsApproval
 from agentweb.runtime.tools import load_tools
 from agentweb.shop.demo_data import seed_shop
@@ -26,6 +25,7 @@ from agentweb.shop.models import (
     Ticket,
 )
 from agentweb.shop.validators import validator_for_ticket
+from tools.ticket.demo import DemoModel
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -102,7 +102,7 @@ def play(
         AgentConfig(system_prompt=system, allowed_tools=allowed_tools),
         validator=validator_for_ticket(ticket.pk),
     )
-    state = agent.start(task, context={"ticket_id": ticket.pk, "run_id": run_id or f"t{ticket.pk}"})
+    state = agent.start(task, context={"subject": ticket.pk, "run_id": run_id or f"t{ticket.pk}"})
     played = Played(ticket, None)
     decide = approve if callable(approve) else (lambda tool: approve)
     for _ in range(30):
@@ -294,6 +294,9 @@ def test_it_handles_an_angry_repeat_customer_with_their_history():
     message = reply_to("C019").message
     assert "4 times" in message and trace.reference in message
     assert "keep to email" in message  # the remembered preference
+    # the carrier's status in words, not its code ("is exception.")
+    assert "is held up by the carrier because of a delivery problem." in message
+    assert "is exception" not in message and "in_transit" not in message
     fact = CustomerFact.objects.get(customer__code="C019", key="escalation_history")
     assert trace.reference in fact.value
     assert CustomerNote.objects.filter(customer__code="C019").count() == 4

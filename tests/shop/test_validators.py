@@ -7,7 +7,6 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from agentweb.runtime.demo import DemoModel
 from agentweb.runtime.loop import Agent, AgentConfig, Finished
 from agentweb.runtime.testing import ScriptedModel, call
 from agentweb.runtime.tools import load_tools
@@ -18,6 +17,7 @@ from agentweb.shop.validators import (
     claims_validator,
     validator_for_ticket,
 )
+from tools.ticket.demo import DemoModel
 
 
 @pytest.mark.parametrize(
@@ -145,7 +145,7 @@ def test_it_accepts_a_claim_backed_by_the_runs_own_call(transactional_db, shop):
         model, load_tools(["tools.ticket"]), AgentConfig(system_prompt=""),
         validator=claims_validator,
     )  # fmt: skip
-    state = agent.start("Goodwill for A1003", context={"ticket_id": shop["ticket"].pk})
+    state = agent.start("Goodwill for A1003", context={"subject": shop["ticket"].pk})
     while (outcome := agent.step(state).outcome) is None:
         pass
     assert isinstance(outcome, Finished) and outcome.decided_by == "validator"

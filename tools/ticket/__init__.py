@@ -16,9 +16,15 @@ enforces raises ``ShopRuleError`` whose message says why; the runtime hands it t
 model as an error result.
 
 A company replaces this module with its own (``AGENTWEB_TOOLS``) to act on its real
-systems.
+systems. Besides its tools the module hands agentweb two domain pieces: ``CONTEXT_HINTS``
+(facts, synonyms and the summary prompt for the context policy) and ``demo_model()``, the
+scripted model ``AGENTWEB_MODEL=demo`` plays (its scenarios live in ``tools.ticket.demo``).
+The claims validator is ``agentweb.shop.validators.claims_validator``; profiles name it.
 """
 
+from typing import Any
+
+from .hints import HINTS as CONTEXT_HINTS
 from .memory import recall_customer_facts, remember_customer_fact
 from .read import (
     check_inventory,
@@ -38,11 +44,21 @@ from .write import (
     update_shipping_address,
 )
 
+
+def demo_model() -> Any:
+    """The scripted ``demo`` model of this domain (imported on first use)."""
+    from .demo import DemoModel
+
+    return DemoModel()
+
+
 __all__ = [
+    "CONTEXT_HINTS",
     "REFUND_APPROVAL_THRESHOLD",
     "add_customer_note",
     "cancel_order",
     "check_inventory",
+    "demo_model",
     "escalate_to_carrier",
     "get_customer",
     "get_customer_notes",

@@ -85,7 +85,7 @@ def send_customer_reply(
         message: The full text of the reply, written to the customer.
     """
     return actions.send_customer_reply(
-        customer_id, message, ticket_id=ctx.ticket_id if ctx else None, key=idempotency_key(ctx)
+        customer_id, message, ticket_id=ctx.subject if ctx else None, key=idempotency_key(ctx)
     )
 
 

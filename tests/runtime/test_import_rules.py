@@ -1,0 +1,90 @@
+"""The runtime is a library: it imports nothing of the application (Django apps, the
+tool modules) and speaks of tools, calls and messages only (DESIGN §3, §6)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNTIME = ROOT / "agentweb" / "runtime"
+FORBIDDEN = ("django", "tools", "agentweb.runs", "agentweb.shop", "agentweb.web",
+             "agentweb.accounts", "channels", "celery")  # fmt: skip
+DOMAIN_WORDS = re.compile(r"refund|carrier|parcel|shipment|order_id|customer|ticket", re.I)
+
+
+def _forbidden(module: str) -> bool:
+    return any(module == f or module.startswith(f + ".") for f in FORBIDDEN)
+
+
+def test_importing_every_runtime_module_loads_nothing_of_the_application():
+    code = (
+        "import importlib, pkgutil, sys\n"
+        "import agentweb.runtime\n"
+        "for info in pkgutil.iter_modules(agentweb.runtime.__path__):\n"
+        "    importlib.import_module('agentweb.runtime.' + info.name)\n"
+        "print('\\n'.join(sorted(sys.modules)))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    loaded = out.stdout.split()
+    assert "agentweb.runtime.loop" in loaded  # the check itself saw the runtime
+    assert [m for m in loaded if _forbidden(m)] == []
+
+
+def test_no_runtime_file_imports_the_application():
+    offenders = []
+    for path in sorted(RUNTIME.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level > 1:  # from ..runs import x
+                    names = ["agentweb." + (node.module or "")]
+                elif node.level == 0 and node.module:
+                    names = [node.module]
+            offenders += [f"{path.name}: {n}" for n in names if _forbidden(n)]
+    assert offenders == []
+
+
+def test_the_rule_check_catches_an_application_import(tmp_path):
+    source = "from agentweb.shop.models import Order\nfrom ..runs import models\n"
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            name = node.module if node.level == 0 else "agentweb." + (node.module or "")
+            found.append(_forbidden(name or ""))
+    assert found == [True, True]
+
+
+def _code_lines(path: Path) -> list[str]:
+    """Lines that are code, not comments or docstrings."""
+    tree = ast.parse(path.read_text())
+    doc_lines: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                first = body[0]
+                doc_lines.update(range(first.lineno, (first.end_lineno or first.lineno) + 1))
+    lines = path.read_text().splitlines()
+    return [
+        line
+        for n, line in enumerate(lines, start=1)
+        if n not in doc_lines and not line.strip().startswith("#")
+    ]
+
+
+def test_the_runtime_names_no_domain():
+    found = [
+        f"{path.name}: {line.strip()}"
+        for path in sorted(RUNTIME.glob("*.py"))
+        for line in _code_lines(path)
+        if DOMAIN_WORDS.search(line.split("#")[0])
+    ]
+    assert found == []
