@@ -130,9 +130,23 @@ def do_create_run(
 
 
 def _enqueue_on_commit(run_id: int) -> None:
+    transaction.on_commit(lambda: _enqueue(run_id))
+
+
+def _enqueue(run_id: int) -> None:
+    """Send the wake-up; an unreachable broker never fails the request that stored the run.
+
+    The run is stored (PostgreSQL is the truth); a queued run whose message could not be
+    sent is due at once for beat's sweep, which sends it again when the broker is back."""
     from agentweb.runs.tasks import run_agent
 
-    transaction.on_commit(lambda: run_agent.delay(run_id))
+    try:
+        run_agent.delay(run_id)
+    except Exception as exc:
+        log.warning("could not enqueue run %s (%s); beat's sweep will send it", run_id, exc)
+        Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
+            lease_expires_at=timezone.now()
+        )
 
 
 def do_request_cancel(run: Run, user: User) -> Run:

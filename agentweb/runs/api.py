@@ -5,19 +5,20 @@ Auth: ``Authorization: Bearer <token>`` or the browser session (with CSRF).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.db.models import Q, QuerySet
+from django.db.models.functions import Left
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from agentweb.accounts.models import ApiToken, hash_token
+from agentweb.middleware import MAX_INT, BadInput, request_json
 from agentweb.runs import actions
 from agentweb.runs.delegation import children_ids
 from agentweb.runs.models import Approval, Run, RunEvent
@@ -90,9 +91,9 @@ def _body(request: HttpRequest) -> dict[str, Any]:
     if not request.body:
         return {}
     try:
-        data = json.loads(request.body)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise actions.ActionError(f"request body is not valid JSON: {exc}") from None
+        data = request_json(request)  # strict: no NaN, NUL, surrogates or deep nesting
+    except BadInput as exc:
+        raise actions.ActionError(f"request body: {exc}") from None
     if not isinstance(data, dict):
         raise actions.ActionError("request body must be a JSON object")
     return data
@@ -112,13 +113,25 @@ def _get_run(user: Any, run_id: int) -> Run:
     return run
 
 
+SUMMARY_CHARS = 300
+
+
 def run_json(
     run: Run,
     actions: list[dict[str, Any]] | None = None,
     children: list[int] | None = None,
+    summary: bool = False,
 ) -> dict[str, Any]:
+    """A run; ``summary`` (lists): the final answer cut to ``SUMMARY_CHARS`` characters,
+    read with ``Left`` so the whole answer never leaves the database."""
     if children is None:
         children = list(run.children.order_by("pk").values_list("pk", flat=True))
+    if summary:
+        head = getattr(run, "answer_head", "") or ""
+        answer: str | None = head[:SUMMARY_CHARS] or None
+        truncated = len(head) > SUMMARY_CHARS
+    else:
+        answer, truncated = run.final_answer or None, False
     return {
         "id": run.pk,
         "status": run.status,
@@ -126,7 +139,8 @@ def run_json(
         "agent": run.agent.name,
         "model": run.model,
         "ticket": run.ticket_id,
-        "final_answer": run.final_answer or None,
+        "final_answer": answer,
+        "final_answer_truncated": truncated,
         "failure_reason": run.failure_reason or None,
         "created_by": run.created_by.get_username(),
         "created_at": run.created_at.isoformat(),
@@ -150,7 +164,7 @@ def _int_param(request: HttpRequest, name: str, default: int) -> int:
         raise actions.ActionError(f"{name} must be an integer, got {raw!r}") from None
     if value < 0:
         raise actions.ActionError(f"{name} must not be negative")
-    return value
+    return min(value, MAX_INT)
 
 
 @api_view(("GET", "POST"))
@@ -187,9 +201,14 @@ def runs(request: HttpRequest) -> HttpResponse:
     if q:
         qs = qs.filter(Q(task__icontains=q) | Q(final_answer__icontains=q))
     limit = min(_int_param(request, "limit", 50), 200)
+    qs = qs.defer("final_answer", "state").annotate(
+        answer_head=Left("final_answer", SUMMARY_CHARS + 1)
+    )
     page = list(qs[:limit])
     fates, children = actions_by_run(page), children_ids(page)
-    return JsonResponse({"runs": [run_json(r, fates[r.pk], children[r.pk]) for r in page]})
+    return JsonResponse(
+        {"runs": [run_json(r, fates[r.pk], children[r.pk], summary=True) for r in page]}
+    )
 
 
 @api_view(("GET",))

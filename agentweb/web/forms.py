@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import date
 from typing import Any
 
 from django import forms
@@ -34,14 +35,28 @@ class TaskForm(forms.Form):
         return task
 
 
+def _plausible_date(value: date) -> None:
+    # 9999-12-31 plus a day (the end of "until") overflows; no run is that old or young.
+    if not 1970 <= value.year <= 2999:
+        raise forms.ValidationError("Pick a date between 1970 and 2999.")
+
+
 class RunSearchForm(forms.Form):
     q = forms.CharField(required=False, label="Task text")
     tool = forms.CharField(required=False)
     status = forms.ChoiceField(required=False, choices=[("", "any status"), *Run.Status.choices])
     agent = forms.ChoiceField(required=False, choices=())
     requester = forms.CharField(required=False)
-    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    since = forms.DateField(
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
+        validators=[_plausible_date],
+    )
+    until = forms.DateField(
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
+        validators=[_plausible_date],
+    )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import re
 from datetime import datetime, time, timedelta
 from typing import Any
 
@@ -27,6 +27,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.middleware import HtmxDetails
 
+from agentweb.middleware import BadInput, strict_json
 from agentweb.runs import actions
 from agentweb.runs.api import run_json, visible_runs
 from agentweb.runs.models import AgentProfile, Approval, Run, RunEvent
@@ -45,7 +46,9 @@ class Request(HttpRequest):
 
 
 RUNS_PER_PAGE = 25
-MAX_IMPORT_BYTES = 20_000_000
+MAX_IMPORT_BYTES = 10_000_000
+MAX_IMPORT_EVENTS = 10_000
+_ID = re.compile(r"[0-9]{1,18}")
 
 
 def _run_or_404(request: Request, run_id: int) -> Run:
@@ -249,9 +252,9 @@ def approval_decide(request: Request, approval_id: int) -> HttpResponse:
     error = ""
     if action == "edit":
         try:
-            arguments = json.loads(request.POST.get("arguments", ""))
-        except ValueError as exc:
-            error = f"The edited arguments are not valid JSON: {exc}"
+            arguments = strict_json(request.POST.get("arguments", ""))
+        except BadInput as exc:
+            error = f"The edited arguments: {exc}."
         else:
             if not isinstance(arguments, dict):
                 error = "The edited arguments must be a JSON object."
@@ -329,6 +332,7 @@ def runs(request: Request) -> HttpResponse:
     form = RunSearchForm(request.GET or None)
     qs = (
         _search(request, form)
+        .defer("final_answer", "state")  # a list shows summaries, never whole answers
         .order_by("-created_at", "-id")
         .annotate(n_tools=Count("events", filter=Q(events__type="tool_call_started")))
     )
@@ -383,13 +387,13 @@ def compare(request: Request) -> HttpResponse:
     missing = [
         f"Run #{raw} does not exist or is not visible to you."
         for raw in (a_id, b_id)
-        if raw.isdigit() and not visible_runs(request.user).filter(pk=int(raw)).exists()
+        if _ID.fullmatch(raw) and not visible_runs(request.user).filter(pk=int(raw)).exists()
     ]
     if missing:
         context["errors"] = missing
         context["recent"] = visible_runs(request.user).order_by("-created_at")[:30]
         return render(request, "web/compare.html", context, status=404)
-    if a_id.isdigit() and b_id.isdigit():
+    if _ID.fullmatch(a_id) and _ID.fullmatch(b_id):  # not str.isdigit: "²".isdigit()
         left = _run_or_404(request, int(a_id))
         right = _run_or_404(request, int(b_id))
         left_steps = timeline.steps_for(RunEvent.objects.filter(run=left), model=left.model)
@@ -435,31 +439,44 @@ class _ImportedEvent:
     """Duck-typed RunEvent for a file's events (never saved)."""
 
     def __init__(self, raw: dict[str, Any]) -> None:
-        self.seq = int(raw["seq"])
-        self.type = str(raw["type"])
+        seq = raw["seq"]
+        if isinstance(seq, bool) or not isinstance(seq, int) or not 0 < seq < 2**31:
+            raise ValueError("seq")
+        self.seq = seq
+        self.type = str(raw["type"])[:100]
         self.data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
         self.at = _parse_at(raw.get("at"))
 
 
 def _parse_at(value: Any) -> datetime | None:
+    """An aware time between 1970 and 2999, else None (unknown): timings subtract them."""
+    if not isinstance(value, str) or len(value) > 40:
+        return None
     try:
-        return datetime.fromisoformat(str(value))
+        at = datetime.fromisoformat(value)
     except ValueError:
         return None
+    if at.tzinfo is None or not 1970 <= at.year <= 2999:
+        return None
+    return at
 
 
 def parse_export(raw: bytes) -> tuple[dict[str, Any], list[_ImportedEvent]]:
     """Validate an export file; raises ValueError with a message for people."""
     try:
-        doc = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise ValueError(f"not a JSON file: {exc}") from None
+        doc = strict_json(raw)
+    except BadInput as exc:
+        raise ValueError(f"not a file we can show: {exc}") from None
     if not isinstance(doc, dict) or doc.get("schema") != EXPORT_SCHEMA:
         raise ValueError(f'not an agentweb export (expected "schema": "{EXPORT_SCHEMA}")')
     run = doc.get("run")
     events = doc.get("events")
     if not isinstance(run, dict) or not isinstance(events, list):
         raise ValueError('an export needs a "run" object and an "events" list')
+    if len(events) > MAX_IMPORT_EVENTS:
+        raise ValueError(
+            f"the file has {len(events):,} events; at most {MAX_IMPORT_EVENTS:,} can be imported"
+        )
     parsed = []
     for i, item in enumerate(events):
         if not isinstance(item, dict) or "seq" not in item or "type" not in item:
@@ -483,7 +500,11 @@ def import_run(request: Request) -> HttpResponse:
         try:
             if upload.size and upload.size > MAX_IMPORT_BYTES:
                 raise ValueError(f"the file is larger than {MAX_IMPORT_BYTES // 1_000_000} MB")
-            run_data, events = parse_export(upload.read())
+            raw = upload.read(MAX_IMPORT_BYTES + 1)
+            if len(raw) > MAX_IMPORT_BYTES:
+                raise ValueError(f"the file is larger than {MAX_IMPORT_BYTES // 1_000_000} MB")
+            run_data, events = parse_export(raw)
+            del raw
         except ValueError as exc:
             form.add_error("file", str(exc))
         else:

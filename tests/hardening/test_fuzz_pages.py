@@ -1,0 +1,195 @@
+"""Hostile input through the pages, their forms and the import (DESIGN §5): never a 5xx;
+a clear message on the page (the form's error, or the app's 400 page)."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentweb.accounts.roles import ensure_roles
+from agentweb.runs import actions
+from tests.hardening.hostile import DEEP, odd_ids, odd_text
+from tests.web import factories as f
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def operator(monkeypatch: pytest.MonkeyPatch) -> Client:
+    monkeypatch.setattr(actions, "_enqueue", lambda run_id: None)
+    user = User.objects.create_user("operator", password="pw-123456789")
+    user.groups.add(ensure_roles()["operator"])
+    from agentweb.runs.models import AgentProfile
+
+    AgentProfile.objects.get_or_create(name="ticket-assistant", defaults={"system_prompt": "Hi"})
+    client = Client(raise_request_exception=False)
+    client.force_login(user)
+    client.user = user  # type: ignore[attr-defined]
+    return client
+
+
+def _encode(params: dict[str, str]) -> str:
+    # As a browser would send them: UTF-8, a lone surrogate as its (invalid) UTF-8 bytes.
+    return "&".join(
+        f"{quote(k)}={quote(v.encode('utf-8', 'surrogatepass'), safe='')}"
+        for k, v in params.items()
+    )
+
+
+def get(client: Client, path: str, params: dict[str, str]) -> Any:
+    return client.get(f"{path}?{_encode(params)}")
+
+
+def post(client: Client, path: str, params: dict[str, str]) -> Any:
+    return client.post(path, _encode(params), content_type="application/x-www-form-urlencoded")
+
+
+def ok(response: Any, what: str) -> str:
+    assert response.status_code < 500, f"{what} -> {response.status_code}"
+    return response.content.decode()
+
+
+def test_nul_in_a_form_is_refused_with_a_message(operator: Client) -> None:
+    response = operator.post("/runs/new/", {"task": "Order A1001 a\x00b"})
+    assert response.status_code == 400
+    assert "NUL character" in response.content.decode()
+    assert "task" in response.content.decode()
+    response = operator.get("/runs/", {"q": "x\x00"})
+    assert response.status_code == 400 and "NUL" in response.content.decode()
+
+
+def test_dates_out_of_range_are_a_form_error(operator: Client) -> None:
+    for query in ({"until": "9999-12-31"}, {"since": "0001-01-01"}, {"until": "99999-01-01"}):
+        body = ok(operator.get("/runs/", query), str(query))
+        assert "Pick a date between" in body or "Enter a valid date" in body, query
+
+
+def test_odd_ids(operator: Client) -> None:
+    for a in ("²", "٣", "-1", "99999999999999999999999", "1e3", "0x1"):
+        ok(operator.get("/runs/compare/", {"a": a, "b": "1"}), a)
+    for path in ("/runs/99999999999999999999/", "/runs/0/", "/runs/99999999999999999999/replay/"):
+        assert operator.get(path).status_code == 404, path
+
+
+def test_edited_arguments_with_nan_are_refused(operator: Client) -> None:
+    approver = User.objects.create_user("approver", password="pw-123456789")
+    approver.groups.add(ensure_roles()["approver"])
+    run = f.make_run(operator.user)  # type: ignore[attr-defined]
+    approval = f.request_approval(run)
+    client = Client(raise_request_exception=False)
+    client.force_login(approver)
+    for arguments in (
+        '{"order_id": "A1001", "amount": NaN, "reason": "x"}',
+        '{"order_id": "A1001", "amount": 1e999, "reason": "x"}',
+        '{"order_id": "A1001", "amount": 5, "reason": "\\u0000"}',
+        DEEP,
+    ):
+        response = client.post(
+            f"/approvals/{approval.pk}/decide/",
+            {"decision": "edit", "arguments": arguments},
+            HTTP_HX_REQUEST="true",
+        )
+        body = ok(response, arguments[:30])
+        assert "The edited arguments" in body, body[:500]
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+
+
+@settings(
+    max_examples=120,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(data=st.data())
+def test_forms_survive_hostile_values(operator: Client, data: Any) -> None:
+    fields = ["q", "tool", "status", "agent", "requester", "since", "until", "page"]
+    query = {
+        name: data.draw(odd_text | odd_ids, label=name)
+        for name in fields
+        if data.draw(st.booleans(), label=f"send {name}")
+    }
+    ok(get(operator, "/runs/", query), f"/runs/ {query!r}")
+    task = data.draw(odd_text, label="task")
+    ok(post(operator, "/runs/new/", {"task": task}), f"new {task!r}")
+    ok(get(operator, "/tickets/", {"status": data.draw(odd_text, label="status")}), "tickets")
+    ids = {"a": data.draw(odd_ids | odd_text, label="a"), "b": data.draw(odd_ids, label="b")}
+    ok(get(operator, "/runs/compare/", ids), f"compare {ids!r}")
+
+
+# --- the import --------------------------------------------------------------------------
+
+
+def export(events: list[Any], **run: Any) -> str:
+    return json.dumps(
+        {
+            "schema": "agentweb.run-export/1",
+            "run": {"id": 1, "task": "t", "model": "demo", **run},
+            "events": events,
+        }
+    )
+
+
+def event(seq: Any, at: Any = "2026-01-01T00:00:00+00:00", **data: Any) -> dict[str, Any]:
+    return {"seq": seq, "type": "model_called", "at": at, "data": {"text": "hi", **data}}
+
+
+def upload(client: Client, content: bytes | str) -> tuple[int, str, float]:
+    raw = content.encode("utf-8", "surrogatepass") if isinstance(content, str) else content
+    file = io.BytesIO(raw)
+    file.name = "run.json"
+    started = time.monotonic()
+    response = client.post("/runs/import/", {"file": file})
+    return response.status_code, response.content.decode(), time.monotonic() - started
+
+
+IMPORT_CASES = {
+    "NaN": export([event(1)]).replace('"hi"', "NaN"),
+    "Infinity": export([event(1)]).replace('"hi"', "-Infinity"),
+    "1e999": export([event(1)]).replace('"hi"', "1e999"),
+    "huge int seq": export([event(1)]).replace('"seq": 1', '"seq": ' + "9" * 5000),
+    "seq 1e999": export([event(1)]).replace('"seq": 1', '"seq": 1e999'),
+    "seq text": export([event("1")]),
+    "nesting": export([event(1)]).replace('"hi"', DEEP),
+    "surrogate": export([event(1)]).replace('"hi"', '"\\ud800"'),
+    "NUL": export([event(1)]).replace('"hi"', '"a\\u0000b"'),
+    "binary": b"\xff\xfe\x00\x01",
+}
+SHOWN_CASES = {
+    "at 9999": export([event(1, "9999-12-31T23:59:59+00:00"), event(2, "0001-01-01T00:00:00")]),
+    "at mixed": export([event(1, "2026-01-01T00:00:00"), event(2, "2026-01-01T00:00:01+05:00")]),
+    "at odd": export([event(1, 12), event(2, None), event(3, "+999999-01-01"), event(4, [1])]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(IMPORT_CASES))
+def test_import_refuses_hostile_files_with_a_message(operator: Client, case: str) -> None:
+    status, body, _ = upload(operator, IMPORT_CASES[case])
+    assert status == 200, (case, status)
+    assert 'class="error"' in body, (case, body[:300])
+
+
+@pytest.mark.parametrize("case", sorted(SHOWN_CASES))
+def test_import_shows_files_with_odd_times(operator: Client, case: str) -> None:
+    status, body, _ = upload(operator, SHOWN_CASES[case])
+    assert status == 200, (case, status)
+    assert 'id="event-1"' in body, (case, body[:300])
+
+
+def test_import_caps_events_and_bytes_quickly(operator: Client) -> None:
+    many = export([event(i) for i in range(1, 10_002)])
+    status, body, seconds = upload(operator, many)
+    assert status == 200 and "10,001 events" in body and "at most 10,000" in body
+    assert seconds < 2, seconds
+    big = export([event(1, text="x" * 10_000_001)])
+    status, body, seconds = upload(operator, big)
+    assert status == 200 and "larger than 10 MB" in body
+    assert seconds < 2, seconds
