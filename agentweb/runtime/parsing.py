@@ -39,6 +39,7 @@ __all__ = [
     "new_call_id",
     "parse_arguments",
     "parse_text_calls",
+    "prune_deep_json",
     "resolve_tool_name",
     "split_reasoning",
 ]
@@ -114,6 +115,42 @@ def _loads(text: str) -> Any:
         return _FAILED
     except RecursionError:
         return _DEEP
+
+
+_JSON_MARKS = re.compile(r'[\\"\[\]{}]')
+
+
+def prune_deep_json(text: str, keep: int = MAX_ARGUMENT_DEPTH + 16) -> str:
+    """``text`` (JSON) with every container nested deeper than ``keep`` levels replaced
+    by ``null``, so a reply too deep for ``json.loads`` can still be read; what it was
+    inside stays deeper than ``MAX_ARGUMENT_DEPTH`` and is refused as arguments."""
+    out: list[str] = []
+    depth, last, skip_from = 0, 0, -1
+    in_string, escaped_at = False, -1
+    for m in _JSON_MARKS.finditer(text):
+        ch, at = m.group(), m.start()
+        if in_string:
+            if at == escaped_at:  # the character after a backslash
+                continue
+            if ch == "\\":
+                escaped_at = at + 1
+            elif ch == '"':
+                in_string = False
+            continue
+        if ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            if depth == keep + 1:
+                skip_from = at
+        elif ch in "]}":
+            if depth == keep + 1 and skip_from >= 0:
+                out.append(text[last:skip_from])
+                out.append("null")
+                last, skip_from = at + 1, -1
+            depth -= 1
+    out.append(text[last:])
+    return "".join(out)
 
 
 def json_complete(text: str) -> bool:

@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from .gateway import ConfigError, ModelAuthError, ModelError, ModelHTTPError, ModelTimeout
+from .parsing import prune_deep_json
 
 __all__ = ["Provider", "iter_sse_data", "provider_from_env"]
 
@@ -134,10 +135,8 @@ class Provider:
                     raise ModelHTTPError(
                         self.name, resp.status_code, f"reply is not JSON: {resp.text[:200]}"
                     ) from exc
-                except RecursionError as exc:
-                    raise ModelHTTPError(
-                        self.name, resp.status_code, "reply is nested too deeply to read"
-                    ) from exc
+                except RecursionError:
+                    data = _loads_pruned(resp.text, self.name, resp.status_code)
                 if not isinstance(data, dict):
                     raise ModelHTTPError(self.name, resp.status_code, "reply is not an object")
                 if "error" in data and not data.get("choices") and not data.get("content"):
@@ -291,6 +290,15 @@ class Provider:
         return attempt + 1
 
 
+def _loads_pruned(text: str, name: str, status: int) -> Any:
+    """A reply too deep for ``json.loads``: read it with the over-deep part pruned, so
+    the call whose arguments were that deep gets an error result instead of a crash."""
+    try:
+        return json.loads(prune_deep_json(text))
+    except (ValueError, RecursionError) as exc:
+        raise ModelHTTPError(name, status, "reply is nested too deeply to read") from exc
+
+
 def _is_error_event(event: dict[str, Any]) -> bool:
     return bool(event.get("error")) and not event.get("choices")
 
@@ -340,8 +348,11 @@ def iter_sse_data(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
         except ValueError:
             log.debug("ignoring non-JSON SSE data: %.200s", data)
             return
-        except RecursionError:  # the adapters treat it as an error inside the stream
-            obj = {"error": {"message": "stream data is nested too deeply to read"}}
+        except RecursionError:  # read with the over-deep part pruned (arguments then refused)
+            try:
+                obj = json.loads(prune_deep_json(data))
+            except (ValueError, RecursionError):
+                obj = {"error": {"message": "stream data is nested too deeply to read"}}
         if isinstance(obj, dict):
             yield obj
 

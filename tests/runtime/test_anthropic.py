@@ -13,6 +13,7 @@ from agentweb.runtime.messages import (
     ToolMessage,
     UserMessage,
 )
+from agentweb.runtime.parsing import parse_arguments
 from tests.fakes.llm_server import Reply, an_error_event, an_reply, an_stream
 
 SPEC = ToolSpec("get_order", "Look up an order.", {"type": "object", "properties": {}})
@@ -274,6 +275,8 @@ def test_deeply_nested_tool_input_is_an_error_not_a_crash(fake_llm, anthropic_mo
     body = json.dumps(an_reply(None, [("toolu_2", "get_order", {})])).replace(
         '"input": {}', f'"input": {deep}'
     )
-    fake_llm.enqueue(Reply(body=body.encode()))
-    with pytest.raises(ModelHTTPError, match="nested too deeply"):
-        anthropic_model.complete(X, [SPEC])
+    fake_llm.enqueue(Reply(body=body.encode()))  # too deep for json.loads: read pruned
+    r = anthropic_model.complete(X, [SPEC])
+    call = r.message.tool_calls[0]
+    assert (call.id, call.arguments) == ("toolu_2", {})
+    assert "nested more than 64" in parse_arguments(call.raw_arguments).error

@@ -21,6 +21,7 @@ from agentweb.runtime.messages import (
     UserMessage,
 )
 from agentweb.runtime.openai import OpenAIChatModel
+from agentweb.runtime.parsing import parse_arguments
 from tests.fakes.llm_server import (
     Reply,
     oa_call,
@@ -547,16 +548,18 @@ def test_deeply_nested_arguments_become_a_parse_error_not_a_crash(fake_llm, open
     assert r.message.tool_calls[0].arguments == {} and r.incomplete_calls == []
 
 
-def test_a_reply_body_nested_too_deeply_is_a_model_error(fake_llm, openai_model):
+def test_a_reply_body_too_deep_for_json_loads_is_read_pruned(fake_llm, openai_model):
+    # Ollama-style object arguments 1,500 levels deep: the body itself is that deep
     deep = '{"a": ' * 1_500 + "1" + "}" * 1_500
-    body = json.dumps(oa_reply("x")).replace('"content": "x"', f'"content": "x", "extra": {deep}')
-    fake_llm.enqueue(Reply(body=body.encode()))
-    with pytest.raises(ModelHTTPError, match="nested too deeply"):
-        openai_model.complete(MSGS, [SPEC])
+    body = json.dumps(oa_reply(None, [oa_call("c1", "get_order", {"x": 1})]))
+    fake_llm.enqueue(Reply(body=body.replace('{"x": 1}', deep).encode()))
+    r = openai_model.complete(MSGS, [SPEC])
+    call = r.message.tool_calls[0]
+    assert (call.id, call.arguments) == ("c1", {})
+    assert "nested more than 64" in parse_arguments(call.raw_arguments).error
     line = json.dumps(oa_chunk({"content": "hi"}))[:-1] + f', "x": {deep}}}'
-    fake_llm.enqueue(Reply(sse=[oa_chunk({"content": "hi"}), f"data: {line}\n\n"]))
-    with pytest.raises(ModelHTTPError, match="nested too deeply"):
-        openai_model.stream(MSGS, [SPEC])
+    fake_llm.enqueue(Reply(sse=[f"data: {line}\n\n", oa_chunk({}, "stop")]))
+    assert openai_model.stream(MSGS, [SPEC]).message.content == "hi"
 
 
 def test_a_retry_after_beyond_the_deadline_fails_at_once_with_the_reason(fake_llm):

@@ -9,6 +9,7 @@ from agentweb.runtime.parsing import (
     json_complete,
     parse_arguments,
     parse_text_calls,
+    prune_deep_json,
     resolve_tool_name,
     split_reasoning,
 )
@@ -347,3 +348,16 @@ def test_null_arguments_mean_none():
 def test_json_complete_tells_a_whole_value_from_a_cut_one():
     assert json_complete('{"a": 1}') and json_complete("{}") and json_complete(_deep_text(2000))
     assert not json_complete("") and not json_complete('{"a": ') and not json_complete('{"a"')
+
+
+def test_prune_deep_json_replaces_only_what_is_too_deep():
+    text = '{"a": [[[1]]], "s": "[[[\\"[{", "b": {"c": {"d": {}}}, "e": "x\\\\"}'
+    assert json.loads(prune_deep_json(text, keep=2)) == {
+        "a": [None],
+        "s": '[[["[{',
+        "b": {"c": None},
+        "e": "x\\",
+    }
+    assert prune_deep_json(text, keep=10) == text
+    pruned = json.loads(prune_deep_json('{"k": 1, "v": ' + _deep_text(50_000) + "}"))
+    assert pruned["k"] == 1 and parse_arguments(pruned["v"]).error
