@@ -35,7 +35,7 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from agentweb.runs import publish
 from agentweb.runs.api import visible_runs
 from agentweb.runs.models import Run, RunEvent
-from agentweb.web import fragments, timeline
+from agentweb.web import fragments, outcome, timeline
 from agentweb.web.context import pending_count
 
 BATCH = 200
@@ -374,7 +374,7 @@ class RunsConsumer(AsyncJsonWebsocketConsumer):
         run = visible_runs(self.scope["user"]).filter(pk=run_id).first()
         if run is None:
             return None
-        return {"status": run.status, "label": run.get_status_display()}
+        return {"status": run.status, "label": outcome.status_label(run.status)}
 
 
 class ApprovalsConsumer(AsyncJsonWebsocketConsumer):

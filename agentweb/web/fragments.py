@@ -17,7 +17,7 @@ from django.template.loader import render_to_string
 
 from agentweb.runs.actions import may_decide
 from agentweb.runs.models import Approval, Run, RunEvent
-from agentweb.web import timeline
+from agentweb.web import outcome, timeline
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -88,6 +88,7 @@ def header_context(run: Run, user: Any, steps: list[timeline.Step] | None = None
         "cost": timeline.total_cost(run, steps),
         "timing": timing,
         "can_cancel": can_cancel(user, run),
+        "outcomes": outcome.for_run(run),
         "turns": sum(1 for s in steps if s.type == "model_called"),
     }
 

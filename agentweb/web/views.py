@@ -32,7 +32,7 @@ from agentweb.runs import actions
 from agentweb.runs.api import run_json, visible_runs
 from agentweb.runs.models import AgentProfile, Approval, Run, RunEvent
 from agentweb.shop.models import Ticket
-from agentweb.web import fragments, timeline
+from agentweb.web import fragments, outcome, timeline
 from agentweb.web.forms import AgentProfileForm, ImportForm, RunSearchForm, TaskForm
 
 EXPORT_SCHEMA = "agentweb.run-export/1"
@@ -105,6 +105,7 @@ def tickets(request: Request) -> HttpResponse:
         {"ticket": t, "runs": runs_by_ticket.get(t.pk, [])[:3], "orders": orders_count.get(t.pk)}
         for t in ticket_list
     ]
+    shown = [run for row in rows for run in row["runs"]]
     counts = dict(Ticket.objects.values_list("status").annotate(n=Count("pk")))
     return render(
         request,
@@ -115,6 +116,7 @@ def tickets(request: Request) -> HttpResponse:
             "statuses": Ticket.Status.choices,
             "counts": counts,
             "form": TaskForm(),
+            "outcomes": outcome.for_runs(shown),
         },
     )
 
@@ -341,6 +343,7 @@ def runs(request: Request) -> HttpResponse:
         "form": form,
         "page": page,
         "runs": page.object_list,
+        "outcomes": outcome.for_runs(page.object_list),
         "tool_names": [t["name"] for t in _registered_tools()],
     }
     if request.htmx and request.htmx.target == "runs-table":

@@ -215,15 +215,21 @@ async def test_runs_socket_sends_statuses_read_from_the_database(setup_run: dict
 
 
 async def test_approvals_socket_counts_pending(setup_run: dict) -> None:
-    comm = communicator("/ws/approvals/", setup_run["cookie"])
-    assert (await comm.connect())[0]
+    """The count is what this person may decide: an approver's, never the run owner's."""
+    approver = await sync_to_async(_user)("ap1", "approver")
+    comm = communicator("/ws/approvals/", await sync_to_async(_cookie)(approver))
+    owner = communicator("/ws/approvals/", setup_run["cookie"])
+    assert (await comm.connect())[0] and (await owner.connect())[0]
     assert await comm.receive_json_from(timeout=5) == {"kind": "approvals", "pending": 0}
+    assert await owner.receive_json_from(timeout=5) == {"kind": "approvals", "pending": 0}
     await sync_to_async(f.request_approval)(setup_run["run"])
     from channels.layers import get_channel_layer
 
     await get_channel_layer().group_send(publish.APPROVALS_GROUP, {"type": "approvals.changed"})
     assert await comm.receive_json_from(timeout=5) == {"kind": "approvals", "pending": 1}
+    assert await owner.receive_json_from(timeout=5) == {"kind": "approvals", "pending": 0}
     await comm.disconnect()
+    await owner.disconnect()
 
 
 async def test_events_committed_during_connect_are_not_lost(setup_run: dict) -> None:

@@ -688,3 +688,69 @@ def test_people_land_on_their_start_page(people: dict, role: str, lands: str) ->
     response = client.post("/accounts/login/", {"username": role, "password": "pw-123456789"})
     assert response.status_code == 302 and response["Location"] == lands
     assert client.get("/").headers["Location"] == lands
+
+
+# --- outcomes beside the status --------------------------------------------------------------
+
+
+@pytest.fixture
+def settled_run(people: dict, ticket: Ticket) -> Run:
+    """A run that succeeded although its cancellation was rejected; its refund ran."""
+    from agentweb.runs.models import ToolExecution
+
+    run = f.make_run(people["operator"], task="Cancel or refund")
+    run.ticket = ticket
+    run.save(update_fields=["ticket"])
+    cancel = f.request_approval(
+        run, tool="cancel_order", call_id="c-cancel", arguments={"order_id": "A9", "reason": "x"}
+    )
+    client_for(people["approver"]).post(
+        f"/approvals/{cancel.pk}/decide/", {"decision": "reject", "comment": "Already shipped"}
+    )
+    ToolExecution.objects.create(
+        run=run,
+        call_id="c-refund",
+        tool="issue_refund",
+        arguments={"order_id": "A9", "amount": 38, "reason": "late"},
+        status=ToolExecution.Status.SUCCEEDED,
+        result={"refund": "R1"},
+    )
+    f.emit(run, {"type": "run_finished", "data": {"final_answer": "Done."}}, status="succeeded")
+    return run
+
+
+def test_outcomes_show_beside_the_status_everywhere(people: dict, settled_run: Run) -> None:
+    client = client_for(people["operator"])
+    pages = {
+        "run": client.get(f"/runs/{settled_run.pk}/").content.decode(),
+        "runs": client.get("/runs/").content.decode(),
+        "ticket": client.get("/tickets/").content.decode(),
+    }
+    for name, body in pages.items():
+        assert "Succeeded</" in body, name
+        assert (
+            'class="outcome outcome-bad" data-action-status="rejected">cancellation rejected<'
+            in (body)
+        ), name
+        assert 'data-action-status="executed"' in body and ">refund 38.00 issued<" in body, name
+
+
+def test_operators_see_waiting_on_approver(people: dict, runs: dict) -> None:
+    client = client_for(people["operator"])
+    body = client.get("/runs/").content.decode()
+    assert ">Waiting on approver</span>" in body
+    run_page = client.get(f"/runs/{runs['operator'].pk}/").content.decode()
+    assert ">Waiting on approver</span>" in run_page
+    assert ">refund 25.00 waiting on approver<" in run_page
+
+
+def test_outcome_words_for_odd_arguments() -> None:
+    from agentweb.web.outcome import describe
+
+    refund = {"tool": "issue_refund", "status": "failed", "approved_by": "person"}
+    assert describe(refund, {"amount": "NaN"}).text == "refund failed"
+    assert describe(refund, {"amount": "12.5"}).text == "refund 12.50 failed"
+    assert describe(refund, None).text == "refund failed"
+    odd = {"tool": "frobnicate_widget", "status": "expired", "approved_by": None}
+    assert describe(odd).text == "frobnicate widget expired (nobody decided)"
+    assert describe(odd).tone == "bad"

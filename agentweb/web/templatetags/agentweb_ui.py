@@ -8,6 +8,7 @@ from typing import Any
 from django import template
 from django.utils import timezone
 
+from agentweb.web import outcome as _outcome
 from agentweb.web.timeline import pretty as _pretty
 
 register = template.Library()
@@ -150,3 +151,9 @@ APPROVAL_REASONS = {
 def approval_reason(value: Any) -> str:
     """Why a call waits for a person, in words (unknown codes are shown as they are)."""
     return APPROVAL_REASONS.get(str(value), str(value))
+
+
+@register.filter
+def status_label(status: Any) -> str:
+    """A run status in words ("Waiting on approver")."""
+    return _outcome.status_label(str(status or ""))
