@@ -105,7 +105,7 @@ def tickets(request: Request) -> HttpResponse:
         {"ticket": t, "runs": runs_by_ticket.get(t.pk, [])[:3], "orders": orders_count.get(t.pk)}
         for t in ticket_list
     ]
-    shown = [run for row in rows for run in row["runs"]]
+    shown = [run for t in ticket_list for run in runs_by_ticket.get(t.pk, [])[:3]]
     counts = dict(Ticket.objects.values_list("status").annotate(n=Count("pk")))
     return render(
         request,
