@@ -189,7 +189,7 @@ def test_the_runs_list_follows_statuses_live(login: Any, demo: dict) -> None:
     page = admin.page
     page.evaluate("window.__sameDocument = true")
     badge = page.locator(f'[data-run-status="{run.pk}"]')
-    assert badge.inner_text() == "Waiting Approval"
+    assert badge.inner_text() == "Waiting on approver"
     assert approve_until_done(run.pk, demo["approver"]).status == "succeeded"
     page.wait_for_function(
         f"document.querySelector('[data-run-status=\"{run.pk}\"]').textContent.trim()"
