@@ -385,3 +385,27 @@ def test_unknown_delegates_are_refused_naming_the_field(team) -> None:
     assert "ghost" in str(err.value.message_dict["delegates"])
     AgentProfile(name="lead", system_prompt="x", delegates=["billing", "lead"]).full_clean()
     assert "delegate_task" not in [t.name for t in delegation.tools_for(profile.__class__())]
+
+
+def test_a_running_child_of_an_ended_parent_stops_at_its_next_step(team, enqueued) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    parent = start(team)
+    child = delegation.create_child(parent.pk, "billing", "Check the charge", "c-1")
+    # A worker holds the child and then dies (its lease lapses).
+    Run.objects.filter(pk=child.pk).update(
+        status=Run.Status.RUNNING,
+        lease_owner="gone",
+        lease_expires_at=timezone.now() - timedelta(seconds=1),
+    )
+    actions.do_request_cancel(parent, team["admin"])
+    child.refresh_from_db()
+    assert child.status == Run.Status.RUNNING and child.cancel_requested
+    assert engine.execute_run(child.pk) == Run.Status.CANCELLED
+    parent.refresh_from_db()
+    assert events(parent, "subtask_finished") == [
+        {"task_id": child.pk, "status": "failed", "error": "the task was cancelled"}
+    ]
+    assert not model(team, "billing").requests  # no model call after the cancel
