@@ -111,7 +111,7 @@ class Provider:
         ``payload`` may be a function, called for every attempt (after a parameter was
         dropped the adapter may want to shape the request differently)."""
         attempt = 0
-        until = time.monotonic() + self.deadline
+        until = self._call_deadline()
         while True:
             body = self._without_dropped(payload, optional)
             try:
@@ -161,7 +161,7 @@ class Provider:
         raises ``ModelHTTPError`` (the caller may already have shown text).
         """
         attempt = 0
-        until = time.monotonic() + self.deadline
+        until = self._call_deadline()
         while True:
             body = self._without_dropped(payload, optional)
             started = False
@@ -200,6 +200,11 @@ class Provider:
                 raise ModelError(f"{self.name}: request failed: {exc!r}") from exc
 
     # -- helpers ------------------------------------------------------------------------------
+
+    def _call_deadline(self) -> float:
+        """When a call starting now must be over (monotonic): retries and ``Retry-After``
+        waits have to fit before it."""
+        return time.monotonic() + self.deadline
 
     def _without_dropped(self, payload: Payload, optional: Collection[str]) -> dict[str, Any]:
         if callable(payload):  # rebuilt per attempt: it may depend on dropped params
