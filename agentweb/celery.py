@@ -30,4 +30,8 @@ app.conf.beat_schedule = {
         "task": "agentweb.runs.tasks.expire_approvals",
         "schedule": timedelta(seconds=30),
     },
+    "clean-workspaces": {
+        "task": "agentweb.runs.tasks.clean_workspaces",
+        "schedule": timedelta(hours=1),
+    },
 }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 
@@ -150,6 +151,21 @@ if not AGENTWEB_TOOLS:
 AGENTWEB_PRICES = parse_prices(env_str("AGENTWEB_PRICES"))
 AGENTWEB_LEASE_SECONDS = env_int("AGENTWEB_LEASE_SECONDS", 30, minimum=2)
 AGENTWEB_APPROVAL_TTL_HOURS = env_int("AGENTWEB_APPROVAL_TTL_HOURS", 24, minimum=1)
+# tools.workbench (optional): run workspaces, their retention, the address guard's
+# exceptions. The tools read the same variables per call; they are checked here so a bad
+# value stops start-up.
+AGENTWEB_DATA_DIR = Path(env_str("AGENTWEB_DATA_DIR") or BASE_DIR / "var" / "data")
+if not AGENTWEB_DATA_DIR.is_absolute():
+    AGENTWEB_DATA_DIR = BASE_DIR / AGENTWEB_DATA_DIR
+AGENTWEB_WORKSPACE_RETENTION_DAYS = env_int("AGENTWEB_WORKSPACE_RETENTION_DAYS", 30, minimum=0)
+AGENTWEB_HTTP_ALLOW = env_list("AGENTWEB_HTTP_ALLOW", [])
+for _item in AGENTWEB_HTTP_ALLOW:
+    try:
+        ipaddress.ip_network(_item, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(
+            f"AGENTWEB_HTTP_ALLOW: {_item!r} is not an IP address or CIDR network"
+        ) from None
 for _name in ("OPENAI", "ANTHROPIC"):
     _base = env_str(f"{_name}_BASE_URL")
     if _base and not _base.startswith(("http://", "https://")):

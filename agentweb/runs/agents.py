@@ -215,9 +215,12 @@ def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
         risk_overrides=dict(profile.risk_overrides or {}),
         stream=settings.AGENTWEB_STREAM,
         max_reply_chars=settings.AGENTWEB_MAX_REPLY_CHARS,
+        vision=profile.vision,
     )
     # Completion validator: only the one the profile names (none by default).
     validator = load_validator(profile.validator) if profile.validator else None
+    from agentweb.runs.images import DbImageStore
+
     return Agent(
         model=model,
         tools=tools,
@@ -226,6 +229,7 @@ def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
         validator_name=profile.validator or None,
         journal=journal,
         context_policy=policy,
+        image_store=DbImageStore(run),
     )
 
 

@@ -223,6 +223,27 @@ class RunEvent(models.Model):
         return {"seq": self.seq, "type": self.type, "at": self.at.isoformat(), "data": self.data}
 
 
+class RunImage(models.Model):
+    """An image a tool returned during a run, stored once; events refer to it by URL."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="images")
+    sha256 = models.CharField(max_length=64)
+    media_type = models.CharField(max_length=40)
+    width = models.PositiveIntegerField(null=True, blank=True)
+    height = models.PositiveIntegerField(null=True, blank=True)
+    size = models.PositiveIntegerField()
+    data = models.BinaryField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["run", "sha256"], name="runimage_once_per_run")
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} image {self.sha256[:12]}"
+
+
 class ToolExecution(models.Model):
     class Status(models.TextChoices):
         STARTED = "started"

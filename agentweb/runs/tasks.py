@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from celery import shared_task
+from django.conf import settings
 
 from agentweb.observability.logs import run_scope
 from agentweb.runs import actions, delegation, engine
@@ -36,3 +37,11 @@ def requeue_stale_runs() -> int:
 @shared_task(ignore_result=True)
 def expire_approvals() -> int:
     return actions.do_expire_approvals()
+
+
+@shared_task(ignore_result=True)
+def clean_workspaces() -> int:
+    """Delete run workspaces (tools.workbench) unused for AGENTWEB_WORKSPACE_RETENTION_DAYS."""
+    from tools.workbench import workspace
+
+    return len(workspace.cleanup(settings.AGENTWEB_WORKSPACE_RETENTION_DAYS))

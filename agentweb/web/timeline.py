@@ -6,6 +6,7 @@ Everything here reads stored events only; nothing calls a model or a tool.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,6 +77,32 @@ class Step:
     @property
     def dom_id(self) -> str:
         return f"event-{self.seq}"
+
+    @property
+    def images(self) -> list[dict[str, Any]]:
+        """The images a tool call returned, as stored: only URLs of our own image view
+        (an imported file cannot make the page load anything else)."""
+        if self.type != "tool_call_finished":
+            return []
+        out = []
+        for image in self.data.get("images") or ():
+            url = image.get("url") if isinstance(image, dict) else None
+            if isinstance(url, str) and _IMAGE_URL.search(url) and url.startswith("/"):
+                out.append(
+                    {
+                        "url": url,
+                        "width": _dimension(image.get("width")),
+                        "height": _dimension(image.get("height")),
+                    }
+                )
+        return out
+
+
+_IMAGE_URL = re.compile(r"/runs/\d+/images/[0-9a-f]{64}$")
+
+
+def _dimension(value: Any) -> int | None:
+    return value if isinstance(value, int) and 0 < value < 100_000 else None
 
 
 def steps_for(events: Iterable[RunEvent], *, model: str = "", turn_base: int = 0) -> list[Step]:

@@ -12,6 +12,7 @@ from django.contrib.auth.models import User
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import (
+    FileResponse,
     Http404,
     HttpRequest,
     HttpResponse,
@@ -30,7 +31,7 @@ from django_htmx.middleware import HtmxDetails
 from agentweb.middleware import BadInput, strict_json
 from agentweb.runs import actions
 from agentweb.runs.api import run_json, visible_runs
-from agentweb.runs.models import AgentProfile, Approval, Run, RunEvent
+from agentweb.runs.models import AgentProfile, Approval, Run, RunEvent, RunImage
 from agentweb.shop.models import Ticket
 from agentweb.web import fragments, outcome, timeline
 from agentweb.web.forms import AgentProfileForm, ImportForm, RunSearchForm, TaskForm
@@ -183,8 +184,67 @@ def run_detail(request: Request, run_id: int) -> HttpResponse:
             "last_seq": steps[-1].seq if steps else 0,
             "csrf": get_token(request),
             "next": request.path,
+            "files": _workspace_files(run),
         },
     )
+
+
+# --- images and workspace files of a run -------------------------------------------------
+
+
+def _workspace_files(run: Run) -> list[Any]:
+    """The files in the run's workspace (tools.workbench), if it has one."""
+    from tools.workbench import workspace
+
+    path = workspace.workspace_path(str(run.pk), create=False)
+    if not path.is_dir():
+        return []
+    return [e for e in workspace.entries(path) if e.kind == "file"]
+
+
+_UNTRUSTED = {  # bytes a tool or a model produced: never rendered as a page of ours
+    "X-Content-Type-Options": "nosniff",
+    "Content-Security-Policy": "default-src 'none'; sandbox",
+    "Cache-Control": "private, max-age=3600",
+}
+
+
+@login_required
+@require_GET
+def run_image(request: Request, run_id: int, ref: str) -> HttpResponse:
+    run = _run_or_404(request, run_id)
+    image = RunImage.objects.filter(run=run, sha256=ref).first()
+    if image is None:
+        raise Http404("no such image")
+    response = HttpResponse(bytes(image.data), content_type=image.media_type)
+    for key, value in _UNTRUSTED.items():
+        response[key] = value
+    return response
+
+
+@login_required
+@require_GET
+def run_file(request: Request, run_id: int, path: str) -> HttpResponse:
+    """A workspace file as a download (never shown inline: it may be any HTML)."""
+    from tools.workbench import workspace
+
+    run = _run_or_404(request, run_id)
+    root = workspace.workspace_path(str(run.pk), create=False)
+    if not root.is_dir():
+        raise Http404("this run has no workspace")
+    try:
+        full, fd = workspace.open_for_read(root, path)
+    except workspace.PathRefused as exc:
+        raise Http404(str(exc)) from None
+    response = FileResponse(
+        open(fd, "rb"),  # noqa: SIM115 - FileResponse closes it
+        as_attachment=True,
+        filename=full.name,
+        content_type="application/octet-stream",
+    )
+    for key, value in _UNTRUSTED.items():
+        response[key] = value
+    return response
 
 
 @login_required
