@@ -7,11 +7,16 @@ RUN pip wheel --no-cache-dir --wheel-dir /wheels -r requirements.txt
 
 FROM python:3.11-slim-bookworm
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PORT=8000
-# curl: the HEALTHCHECK below; libpq5: PostgreSQL client library for psycopg
+# curl: the HEALTHCHECK below; libpq5: PostgreSQL client library for psycopg;
+# bubblewrap: the sandbox of tools.workbench run_python (with python3, the interpreter it
+# runs; the worker container then needs `--security-opt seccomp=unconfined
+# --security-opt apparmor=unconfined --security-opt systempaths=unconfined`, see README);
+# chromium: the browser of tools.workbench browse (driven by Playwright, no download)
 RUN apt-get update \
- && apt-get install -y --no-install-recommends curl libpq5 \
+ && apt-get install -y --no-install-recommends curl libpq5 bubblewrap python3 chromium \
  && rm -rf /var/lib/apt/lists/* \
- && useradd --create-home --uid 1000 agentweb
+ && useradd --create-home --uid 1000 agentweb \
+ && install -d -o agentweb -g agentweb /data
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir /wheels/* && rm -rf /wheels
 WORKDIR /app

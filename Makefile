@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 PORT ?= 8000
 PYTEST_ARGS ?=
 
-.PHONY: run test lint fmt bench install clean
+.PHONY: run test lint fmt bench install sandbox clean
 
 $(STAMP): requirements.txt requirements-dev.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,6 +18,14 @@ $(STAMP): requirements.txt requirements-dev.txt
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# tools.workbench: bubblewrap isolates run_python (Debian/Ubuntu, as root). Without it
+# run_python refuses to run code and says so; the rest of the app does not need it.
+sandbox:
+	@test -x /usr/bin/bwrap || { apt-get update -qq && apt-get install -y -qq bubblewrap; }
+	@/usr/bin/bwrap --unshare-all --ro-bind /usr /usr --symlink usr/lib /lib \
+		--symlink usr/lib64 /lib64 --symlink usr/bin /bin --proc /proc --dev /dev \
+		/usr/bin/true && echo "bubblewrap works: run_python is isolated"
 
 # exec: the devstack replaces the recipe's shell and is make's own child; it also stops
 # when make dies (SIGTERM to make is not passed on). `make run V=1` for more output.

@@ -224,7 +224,7 @@ def run_image(request: Request, run_id: int, ref: str) -> HttpResponse:
 
 @login_required
 @require_GET
-def run_file(request: Request, run_id: int, path: str) -> HttpResponse:
+def run_file(request: Request, run_id: int, path: str) -> FileResponse:
     """A workspace file as a download (never shown inline: it may be any HTML)."""
     from tools.workbench import workspace
 

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from agentweb.runtime.tools import ToolContext
+from tests.runs.conftest import enqueued, people  # noqa: F401 - fixtures of the run tests
 from tests.runtime.conftest import (  # noqa: F401 - fixtures shared with the runtime tests
     _no_remote_network,
     anthropic_model,

@@ -17,7 +17,6 @@ from agentweb.runs.models import Run, RunEvent, RunImage
 from agentweb.runtime.images import image_size
 from agentweb.runtime.openai import OpenAIChatModel
 from tests.fakes.llm_server import FakeLLMServer, oa_call, oa_reply
-from tests.runs.conftest import enqueued, people  # noqa: F401 - fixtures
 from tests.runtime.conftest import fast_provider
 
 from .conftest import Site

@@ -8,6 +8,7 @@ import threading
 import time
 from html.parser import HTMLParser
 from typing import Any
+from urllib.parse import urljoin
 
 from agentweb.runtime.images import Image, ToolOutput, image_size
 from agentweb.runtime.tools import ToolError, tool
@@ -135,6 +136,10 @@ def _browse(url: str) -> ToolOutput:
     deadline = time.monotonic() + BROWSE_SECONDS
     blocked: list[str] = []
     counts = {"requests": 0, "bytes": 0}
+    # A redirect of the page itself is not fulfilled (the browser would fetch its target
+    # itself): the navigation is stopped here and made again to the checked target.
+    redirected: dict[str, str] = {}
+    refused_nav: dict[str, str] = {}
 
     def handle(route: Any) -> None:
         request = route.request
@@ -146,6 +151,7 @@ def _browse(url: str) -> ToolOutput:
         if request.url.startswith(("data:", "blob:", "about:")):
             route.continue_()
             return
+        top = request.is_navigation_request() and request.frame.parent_frame is None
         try:
             got = netguard.fetch(
                 request.url,
@@ -158,10 +164,19 @@ def _browse(url: str) -> ToolOutput:
                 body=request.post_data_buffer,
                 max_bytes=min(netguard.MAX_BYTES, MAX_PAGE_BYTES - counts["bytes"]),
                 timeout=max(1.0, min(netguard.TIMEOUT, deadline - time.monotonic())),
-                follow_redirects=False,  # the browser follows; each hop comes back here
+                follow_redirects=not top,  # sub-resources: every hop checked in fetch
             )
+            location = got.headers.get("location")
+            if top and got.status in (301, 302, 303, 307, 308) and location:
+                target = urljoin(request.url, location)
+                netguard.check_url(target)
+                redirected[request.url] = target
+                route.abort("aborted")
+                return
         except ToolError as exc:
             blocked.append(str(exc))
+            if top:
+                refused_nav[request.url] = str(exc)
             route.abort("blockedbyclient")
             return
         counts["bytes"] += len(got.body)
@@ -184,21 +199,27 @@ def _browse(url: str) -> ToolOutput:
             context.route("**/*", handle)
             page = context.new_page()
             status: int | None = None
-            try:
-                response = page.goto(url, wait_until="load", timeout=BROWSE_SECONDS * 1000)
-                status = response.status if response is not None else None
-            except PlaywrightError as exc:
-                first = next((b for b in blocked if url in b), None)
-                if first is not None:
-                    raise netguard.Refused(first) from None
-                message = str(exc).splitlines()[0]
-                if "Timeout" in message:
-                    raise ToolError(
-                        f"time limit: {url} did not load within {BROWSE_SECONDS:g} s"
-                    ) from None
-                raise ToolError(f"browse {url} failed: {message}") from None
-            if status is None and blocked:
-                raise netguard.Refused(blocked[0])
+            target = url
+            for _ in range(netguard.MAX_REDIRECTS + 1):
+                try:
+                    left = max(1.0, deadline - time.monotonic())
+                    response = page.goto(target, wait_until="load", timeout=left * 1000)
+                    status = response.status if response is not None else None
+                    break
+                except PlaywrightError as exc:
+                    if target in redirected:
+                        target = redirected.pop(target)
+                        continue
+                    if target in refused_nav:
+                        raise netguard.Refused(refused_nav[target]) from None
+                    message = str(exc).splitlines()[0]
+                    if "Timeout" in message:
+                        raise ToolError(
+                            f"time limit: {url} did not load within {BROWSE_SECONDS:g} s"
+                        ) from None
+                    raise ToolError(f"browse {url} failed: {message}") from None
+            else:
+                raise ToolError(f"too many redirects (more than {netguard.MAX_REDIRECTS})")
             page.wait_for_timeout(200)
             text = page.inner_text("body") if page.query_selector("body") else ""
             shot = page.screenshot(type="png", full_page=False)
