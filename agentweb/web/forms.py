@@ -81,6 +81,7 @@ class AgentProfileForm(forms.ModelForm):
             "risk_overrides",
             "approval_policies",
             "context_budget_tokens",
+            "vision",
         ]
         widgets = {
             "system_prompt": forms.Textarea(attrs={"rows": 14, "class": "mono"}),

@@ -63,6 +63,8 @@ def start(overrides: dict[str, str | None], *args: str) -> subprocess.CompletedP
         ({"AGENTWEB_TOOLS": " , "}, "AGENTWEB_TOOLS"),
         ({"AGENTWEB_LEASE_SECONDS": "soon"}, "AGENTWEB_LEASE_SECONDS"),
         ({"AGENTWEB_PRICES": "gpt=cheap"}, "AGENTWEB_PRICES"),
+        ({"AGENTWEB_HTTP_ALLOW": "127.0.0.1,intranet"}, "AGENTWEB_HTTP_ALLOW"),
+        ({"AGENTWEB_WORKSPACE_RETENTION_DAYS": "soon"}, "AGENTWEB_WORKSPACE_RETENTION_DAYS"),
         ({"AGENTWEB_MODEL": "openai:gpt-4o", "OPENAI_API_KEY": None}, "OPENAI_API_KEY"),
         ({"AGENTWEB_MODEL": "anthropic:claude", "ANTHROPIC_API_KEY": None}, "ANTHROPIC_API_KEY"),
         ({"AGENTWEB_TOOLS": "tools.nonexistent"}, "AGENTWEB_TOOLS"),

@@ -142,3 +142,14 @@ def test_a_bad_allow_list_is_reported() -> None:
 
     with pytest.raises(ValueError, match="AGENTWEB_HTTP_ALLOW: 'nope'"):
         parse_allow("127.0.0.1, nope")
+
+
+def test_a_server_that_never_answers_hits_the_time_limit(monkeypatch) -> None:
+    monkeypatch.setenv("AGENTWEB_HTTP_ALLOW", "127.0.0.1")
+    server = socket.create_server(("127.0.0.1", 0))  # accepts (backlog) but never replies
+    port = server.getsockname()[1]
+    try:
+        with pytest.raises(netguard.ToolError, match="time limit"):
+            netguard.fetch(f"http://127.0.0.1:{port}/", timeout=1.0)
+    finally:
+        server.close()

@@ -154,6 +154,30 @@ def _red_pixels(png: bytes) -> int:
     return red
 
 
+@pytest.mark.skipif(not os.path.exists("/usr/bin/chromium"), reason="no /usr/bin/chromium")
+def test_a_profile_without_vision_sends_text_only_but_keeps_the_image(
+    people: dict[str, Any],
+    enqueued: list[int],
+    workbench: OpenAIChatModel,
+    fake_llm: FakeLLMServer,
+    site: Site,
+) -> None:
+    from agentweb.runs.models import AgentProfile
+
+    AgentProfile.objects.filter(name="ops-assistant").update(vision=False)
+    site.write("track.html", PAGE)
+    fake_llm.enqueue(
+        oa_reply(tool_calls=[oa_call("call_b1", "browse", {"url": site.url("/track.html")})]),
+        oa_reply("Delivered."),
+    )
+    run = _run(people["operator"], "Check the carrier page.")
+    assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
+    second = json.dumps(fake_llm.requests[1].json)
+    assert "image_url" not in second and "data:image" not in second
+    assert "rendered by script" in second
+    assert RunImage.objects.filter(run=run).count() == 1  # people still see it
+
+
 def test_a_refused_browse_is_a_failed_call_and_nothing_is_fetched(
     people: dict[str, Any],
     enqueued: list[int],
