@@ -289,3 +289,74 @@ def tickets(request: HttpRequest) -> HttpResponse:
             ]
         }
     )
+
+
+# --- agent profiles (DESIGN §4, §6) -----------------------------------------------------
+
+
+def _profile_invalid(exc: Any) -> JsonResponse:
+    fields = ", ".join(sorted(exc.errors))
+    return error(422, "invalid_profile", f"invalid fields: {fields}: {exc}", exc.errors)
+
+
+def _may_write_profiles(request: HttpRequest) -> None:
+    if not request.user.has_perm("runs.change_agentprofile"):
+        raise actions.NotAllowed("only admins may change agent profiles")
+
+
+def _profile(name: str) -> Any:
+    from agentweb.runs.models import AgentProfile
+
+    profile = AgentProfile.objects.filter(name=name).first()
+    if profile is None:
+        raise actions.NotFound(f"no agent profile {name!r}")
+    return profile
+
+
+@api_view(("GET", "POST"))
+def agent_profiles(request: HttpRequest) -> HttpResponse:
+    """GET: every profile (anyone signed in); POST: create one (admins)."""
+    from agentweb.runs import profiles
+    from agentweb.runs.models import AgentProfile
+
+    if request.method == "GET":
+        found = AgentProfile.objects.order_by("name")
+        return JsonResponse({"agents": [profiles.profile_json(p) for p in found]})
+    _may_write_profiles(request)
+    data = _body(request)
+    name = data.get("name")
+    if isinstance(name, str) and AgentProfile.objects.filter(name=name.strip()).exists():
+        raise actions.Conflict(f"an agent profile named {name.strip()!r} exists; PUT to change it")
+    try:
+        created = profiles.save_profile(data, actor=request.user)
+    except profiles.ProfileInvalid as exc:
+        return _profile_invalid(exc)
+    return JsonResponse(profiles.profile_json(created), status=201)
+
+
+@api_view(("GET", "PUT", "PATCH", "DELETE"))
+def agent_profile(request: HttpRequest, name: str) -> HttpResponse:
+    """One profile: GET (anyone signed in); PUT replaces, PATCH changes the given
+    fields, DELETE removes one no run uses (admins)."""
+    from agentweb.runs import profiles
+
+    profile = _profile(name)
+    if request.method == "GET":
+        return JsonResponse(profiles.profile_json(profile))
+    _may_write_profiles(request)
+    if request.method == "DELETE":
+        try:
+            profiles.delete_profile(profile, actor=request.user)
+        except profiles.ProfileInUse as exc:
+            raise actions.Conflict(str(exc)) from None
+        return HttpResponse(status=204)
+    data = _body(request)
+    if request.method == "PUT":
+        data.setdefault("name", profile.name)
+    try:
+        saved = profiles.save_profile(
+            data, profile, actor=request.user, partial=request.method == "PATCH"
+        )
+    except profiles.ProfileInvalid as exc:
+        return _profile_invalid(exc)
+    return JsonResponse(profiles.profile_json(saved))

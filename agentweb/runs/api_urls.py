@@ -9,6 +9,8 @@ urlpatterns = [
     path("runs/<int:run_id>/events", api.run_events, name="api-run-events"),
     path("runs/<int:run_id>/cancel", api.run_cancel, name="api-run-cancel"),
     path("tickets", api.tickets, name="api-tickets"),
+    path("agents", api.agent_profiles, name="api-agents"),
+    path("agents/<str:name>", api.agent_profile, name="api-agent"),
     path("approvals", api.approvals, name="api-approvals"),
     path("approvals/<int:approval_id>/decide", api.approval_decide, name="api-approval-decide"),
 ]

@@ -25,7 +25,7 @@ _ERRORS = {
         "403": "Not allowed",
         "404": "Not found",
         "409": "Conflict",
-        "422": "Invalid tool arguments",
+        "422": "Invalid tool arguments or profile fields",
     }.items()
 }
 
@@ -96,6 +96,26 @@ SCHEMAS: dict[str, Any] = {
             "children": {"type": "array", "items": {"type": "integer"}},
         },
     },
+    "Agent": {
+        "type": "object",
+        "required": ["name", "system_prompt"],
+        "description": "An agent profile (DESIGN §6); only name and system_prompt are required",
+        "properties": {
+            "name": {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$"},
+            "description": {"type": "string"},
+            "system_prompt": {"type": "string"},
+            "model": {"type": ["string", "null"], "description": "null: AGENTWEB_MODEL"},
+            "allowed_tools": {"type": "array", "items": {"type": "string"}},
+            "tool_selection": {"oneOf": [{"const": "all"}, {"type": "integer", "minimum": 1}]},
+            "validator": {"type": ["string", "null"], "description": "dotted path or null"},
+            "approval_policies": {"type": "object"},
+            "risk_overrides": {"type": "object"},
+            "max_iterations": {"type": "integer"},
+            "context_budget_tokens": {"type": "integer"},
+            "delegates": {"type": "array", "items": {"type": "string"}},
+            "vision": {"type": "boolean"},
+        },
+    },
     "Event": {
         "type": "object",
         "required": ["seq", "type", "at", "data"],
@@ -116,6 +136,7 @@ SCHEMAS: dict[str, Any] = {
                     "run_cancelled",
                     "subtask_started",
                     "subtask_finished",
+                    "completion_objected",
                 ],
             },
             "at": {"type": "string", "format": "date-time"},
@@ -263,6 +284,60 @@ PATHS: dict[str, Any] = {
                 **_errors("401"),
             },
         }
+    },
+    "/api/agents": {
+        "get": {
+            "summary": "Agent profiles (anyone signed in)",
+            "responses": {
+                "200": _json(
+                    {
+                        "type": "object",
+                        "properties": {"agents": {"type": "array", "items": _ref("Agent")}},
+                    }
+                ),
+                **_errors("401"),
+            },
+        },
+        "post": {
+            "summary": "Create an agent profile (admins); 422 names each invalid field",
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": _ref("Agent")}},
+            },
+            "responses": {
+                "201": _json(_ref("Agent"), "Created"),
+                **_errors("400", "401", "403", "409", "422"),
+            },
+        },
+    },
+    "/api/agents/{name}": {
+        "parameters": [
+            {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+        ],
+        "get": {
+            "summary": "One agent profile",
+            "responses": {"200": _json(_ref("Agent")), **_errors("401", "404")},
+        },
+        "put": {
+            "summary": "Replace an agent profile (admins); fields left out take their defaults",
+            "requestBody": {"content": {"application/json": {"schema": _ref("Agent")}}},
+            "responses": {
+                "200": _json(_ref("Agent")),
+                **_errors("400", "401", "403", "404", "422"),
+            },
+        },
+        "patch": {
+            "summary": "Change the given fields of an agent profile (admins)",
+            "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}},
+            "responses": {
+                "200": _json(_ref("Agent")),
+                **_errors("400", "401", "403", "404", "422"),
+            },
+        },
+        "delete": {
+            "summary": "Delete an agent profile no run uses (admins)",
+            "responses": {"204": {"description": "Deleted"}, **_errors("401", "403", "404", "409")},
+        },
     },
     "/api/approvals": {
         "get": {

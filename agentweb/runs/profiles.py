@@ -174,12 +174,18 @@ class ProfileInvalid(Exception):
 
 
 def save_profile(
-    data: dict[str, Any], profile: AgentProfile | None = None, *, partial: bool = False
+    data: dict[str, Any],
+    profile: AgentProfile | None = None,
+    *,
+    actor: Any = None,
+    partial: bool = False,
 ) -> AgentProfile:
-    """Create (``profile`` None) or update a profile from its JSON shape and save it.
+    """Create (``profile`` None) or update a profile from its JSON shape and save it,
+    with an audit entry.
 
     Without ``partial`` the fields not given are reset to their defaults (PUT, import);
     raises ``ProfileInvalid`` naming every field that is wrong."""
+    from agentweb.runs import actions
     from agentweb.runs.models import AgentProfile
 
     values, errors = _typed(data)
@@ -194,6 +200,7 @@ def save_profile(
                 errors[f] = "required"
     if errors:
         raise ProfileInvalid(errors)
+    created = profile.pk is None
     if not partial:
         for key, default in _defaults().items():
             setattr(profile, key, default)
@@ -205,7 +212,47 @@ def save_profile(
         raise ProfileInvalid(field_errors(exc)) from None
     with transaction.atomic():
         profile.save()
+        actions.audit(
+            "agent_profile_created" if created else "agent_profile_changed",
+            actor=actor if getattr(actor, "pk", None) else None,
+            run=None,
+            agent=profile.name,
+            fields=sorted(values),
+        )
     return profile
+
+
+class ProfileInUse(Exception):
+    """A profile that runs refer to is kept (their history names it)."""
+
+
+def delete_profile(profile: AgentProfile, *, actor: Any = None) -> None:
+    """Delete a profile no run uses, with an audit entry; ``ProfileInUse`` otherwise."""
+    from agentweb.runs import actions
+    from agentweb.runs.models import AgentProfile
+
+    with transaction.atomic():
+        runs = profile.runs.count()
+        if runs:
+            raise ProfileInUse(
+                f"{profile.name} has {runs} run{'s' if runs != 1 else ''}; it is kept so their "
+                "history keeps its profile (remove its tools or edit it instead)"
+            )
+        users = list(
+            AgentProfile.objects.filter(delegates__contains=[profile.name]).values_list(
+                "name", flat=True
+            )
+        )
+        if users:
+            raise ProfileInUse(f"{', '.join(users)} delegate to {profile.name}")
+        name = profile.name
+        profile.delete()
+        actions.audit(
+            "agent_profile_deleted",
+            actor=actor if getattr(actor, "pk", None) else None,
+            run=None,
+            agent=name,
+        )
 
 
 TICKET_ASSISTANT_PROMPT = """\

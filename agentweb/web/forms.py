@@ -70,16 +70,24 @@ class ImportForm(forms.Form):
 
 
 class AgentProfileForm(forms.ModelForm):
+    """Create, clone or edit a profile. Every check is the model's (``clean()`` ->
+    ``agentweb.runs.profiles.profile_errors``): the API and ``agents import`` run the
+    same ones, and each error shows under its field."""
+
     class Meta:
         model = AgentProfile
         fields = [
+            "name",
             "description",
             "model",
             "system_prompt",
             "allowed_tools",
+            "tool_selection",
+            "validator",
             "max_iterations",
             "risk_overrides",
             "approval_policies",
+            "delegates",
             "context_budget_tokens",
             "vision",
         ]
@@ -88,24 +96,19 @@ class AgentProfileForm(forms.ModelForm):
             "allowed_tools": forms.Textarea(attrs={"rows": 3, "class": "mono"}),
             "risk_overrides": forms.Textarea(attrs={"rows": 4, "class": "mono"}),
             "approval_policies": forms.Textarea(attrs={"rows": 5, "class": "mono"}),
+            "delegates": forms.Textarea(attrs={"rows": 2, "class": "mono"}),
+            "validator": forms.TextInput(
+                attrs={"class": "mono", "placeholder": "agentweb.shop.validators.claims_validator"}
+            ),
         }
 
-    def clean_allowed_tools(self) -> Any:
-        value = self.cleaned_data["allowed_tools"]
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise forms.ValidationError('A JSON list of tool names, e.g. ["get_order"].')
-        return value
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.instance.pk is not None:  # runs refer to a profile by name: no renames
+            self.fields["name"].disabled = True
+        for name in ("allowed_tools", "risk_overrides", "approval_policies", "delegates"):
+            self.fields[name].required = False
+        self.fields["tool_selection"].required = False
 
-    def clean_risk_overrides(self) -> Any:
-        value = self.cleaned_data["risk_overrides"]
-        if not isinstance(value, dict) or any(
-            v not in ("low", "medium", "high") for v in value.values()
-        ):
-            raise forms.ValidationError('A JSON object like {"tool": "high"}.')
-        return value
-
-    def clean_approval_policies(self) -> Any:
-        value = self.cleaned_data["approval_policies"]
-        if not isinstance(value, dict):
-            raise forms.ValidationError("A JSON object keyed by tool name.")
-        return value
+    def clean_tool_selection(self) -> str:
+        return str(self.cleaned_data.get("tool_selection") or "").strip() or "all"

@@ -239,6 +239,8 @@ def replay_context(task: str, steps: list[Step]) -> list[ContextMessage]:
             decision = data.get("decision")
             if decision != "approved":
                 add("tool", f"{data.get('tool', '')} {decision}: {data.get('comment', '')}")
+        elif step.type == "completion_objected":  # the validator's words went to the model
+            add(f"validator · {data.get('validator', '')}", str(data.get("reason") or ""))
         elif step.type == "context_compacted":
             add(
                 "system",

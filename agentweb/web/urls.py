@@ -21,5 +21,7 @@ urlpatterns = [
     path("approvals/", views.approvals, name="approvals"),
     path("approvals/<int:approval_id>/decide/", views.approval_decide, name="decide"),
     path("agents/", views.agents, name="agents"),
+    path("agents/new/", views.agent_new, name="agent_new"),
     path("agents/<int:agent_id>/", views.agent_edit, name="agent_edit"),
+    path("agents/<int:agent_id>/delete/", views.agent_delete, name="agent_delete"),
 ]

@@ -606,6 +606,43 @@ def agents(request: Request) -> HttpResponse:
 
 
 @login_required
+@permission_required("runs.add_agentprofile", raise_exception=True)
+def agent_new(request: Request) -> HttpResponse:
+    """A new profile, or a copy of ``?clone=<name>`` under a new name."""
+    source = None
+    initial: dict[str, Any] = {}
+    clone = request.GET.get("clone") or request.POST.get("clone")
+    if clone:
+        source = get_object_or_404(AgentProfile, name=clone)
+        initial = {f: getattr(source, f) for f in AgentProfileForm.Meta.fields}
+        initial["name"] = _free_name(f"{source.name}-copy")
+    form = AgentProfileForm(request.POST or None, initial=initial)
+    if request.method == "POST" and form.is_valid():
+        profile = form.save()
+        actions.audit(
+            "agent_profile_created",
+            actor=request.user,
+            run=None,
+            agent=profile.name,
+            cloned_from=source.name if source else None,
+        )
+        messages.success(request, f"Created {profile.name}.")
+        return redirect("web:agent_edit", profile.pk)
+    return render(
+        request,
+        "web/agent_edit.html",
+        {"form": form, "profile": None, "clone": source, "tools": _registered_tools()},
+    )
+
+
+def _free_name(base: str) -> str:
+    name, n = base[:60], 2
+    while AgentProfile.objects.filter(name=name).exists():
+        name, n = f"{base[:56]}-{n}", n + 1
+    return name
+
+
+@login_required
 @permission_required("runs.change_agentprofile", raise_exception=True)
 def agent_edit(request: Request, agent_id: int) -> HttpResponse:
     profile = get_object_or_404(AgentProfile, pk=agent_id)
@@ -627,6 +664,22 @@ def agent_edit(request: Request, agent_id: int) -> HttpResponse:
         "web/agent_edit.html",
         {"form": form, "profile": profile, "tools": _registered_tools()},
     )
+
+
+@login_required
+@require_POST
+@permission_required("runs.change_agentprofile", raise_exception=True)
+def agent_delete(request: Request, agent_id: int) -> HttpResponse:
+    from agentweb.runs.profiles import ProfileInUse, delete_profile
+
+    profile = get_object_or_404(AgentProfile, pk=agent_id)
+    try:
+        delete_profile(profile, actor=request.user)
+    except ProfileInUse as exc:
+        messages.error(request, f"Not deleted: {exc}.")
+        return redirect("web:agent_edit", profile.pk)
+    messages.success(request, f"Deleted {profile.name}.")
+    return redirect("web:agents")
 
 
 def _registered_tools() -> list[dict[str, str]]:

@@ -1,0 +1,167 @@
+"""/agents/: create, clone, edit and delete profiles, with each error under its field."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+
+from agentweb.accounts.roles import ensure_roles
+from agentweb.runs.models import AgentProfile, AuditEntry, Run
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin() -> Client:
+    groups = ensure_roles()
+    user = User.objects.create_user("admin", password="pw-123456789")
+    user.groups.add(groups["admin"])
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def operator() -> Client:
+    groups = ensure_roles()
+    user = User.objects.create_user("operator", password="pw-123456789")
+    user.groups.add(groups["operator"])
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def form(**overrides: Any) -> dict[str, Any]:
+    data = {
+        "name": "helper",
+        "description": "Short answers",
+        "model": "",
+        "system_prompt": "Be brief.",
+        "allowed_tools": '["get_order", "search_kb"]',
+        "tool_selection": "all",
+        "validator": "",
+        "max_iterations": 5,
+        "risk_overrides": "{}",
+        "approval_policies": "{}",
+        "delegates": "[]",
+        "context_budget_tokens": 8000,
+        "vision": "on",
+    }
+    data.update(overrides)
+    return data
+
+
+def test_an_admin_creates_a_profile_in_the_browser(admin: Client) -> None:
+    page = admin.get("/agents/new/")
+    assert page.status_code == 200 and 'name="validator"' in page.content.decode()
+    response = admin.post("/agents/new/", form(tool_selection="4"))
+    assert response.status_code == 302
+    made = AgentProfile.objects.get(name="helper")
+    assert made.allowed_tools == ["get_order", "search_kb"] and made.top_n == 4
+    assert made.validator == "" and made.vision is True
+    assert AuditEntry.objects.filter(action="agent_profile_created").exists()
+    listing = admin.get("/agents/").content.decode()
+    assert 'id="agent-helper"' in listing and "top 4 + search_tools" in listing
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "words"),
+    [
+        ("allowed_tools", '["get_order", "launch_rocket"]', "launch_rocket"),
+        ("validator", "agentweb.nowhere.check", "cannot use agentweb.nowhere.check"),
+        ("model", "mistral:large", "mistral:large"),
+        ("tool_selection", "lots", "a whole number"),
+        ("delegates", '["ghost"]', "ghost"),
+        ("approval_policies", '{"get_order": "sometimes"}', "always"),
+    ],
+)
+def test_an_error_shows_under_its_field(admin: Client, field: str, value: str, words: str) -> None:
+    response = admin.post("/agents/new/", form(**{field: value}))
+    assert response.status_code == 200
+    body = response.content.decode()
+    start = body.index(f'id="field-{field}"')
+    block = body[start : body.index('<div class="field', start + 10)]
+    assert "has-error" in body[start - 40 : start + 40] or 'class="error"' in block
+    assert 'class="error"' in block and words in block.replace("&#x27;", "'").replace("&quot;", '"')
+    assert not AgentProfile.objects.filter(name="helper").exists()
+
+
+def test_clone_prefills_a_copy_under_a_new_name(admin: Client) -> None:
+    AgentProfile.objects.create(
+        name="helper", system_prompt="Be brief.", validator="", tool_selection="6"
+    )
+    page = admin.get("/agents/new/?clone=helper").content.decode()
+    assert 'value="helper-copy"' in page and "Be brief." in page
+    response = admin.post("/agents/new/", form(name="helper-copy", clone="helper"))
+    assert response.status_code == 302
+    assert AgentProfile.objects.filter(name__in=["helper", "helper-copy"]).count() == 2
+    entry = AuditEntry.objects.get(action="agent_profile_created")
+    assert entry.data["cloned_from"] == "helper"
+
+
+def test_edit_keeps_the_name_and_saves_the_fields(admin: Client) -> None:
+    profile = AgentProfile.objects.create(name="helper", system_prompt="Be brief.")
+    response = admin.post(f"/agents/{profile.pk}/", form(name="renamed", validator=""))
+    assert response.status_code == 302
+    profile.refresh_from_db()
+    assert profile.name == "helper" and profile.max_iterations == 5
+
+
+def test_delete_an_unused_profile_and_refuse_one_with_runs(admin: Client) -> None:
+    unused = AgentProfile.objects.create(name="unused", system_prompt="p")
+    assert admin.get(f"/agents/{unused.pk}/delete/").status_code == 405
+    assert admin.post(f"/agents/{unused.pk}/delete/").status_code == 302
+    assert not AgentProfile.objects.filter(name="unused").exists()
+    used = AgentProfile.objects.create(name="used", system_prompt="p")
+    Run.objects.create(task="t", agent=used, created_by=User.objects.get(username="admin"))
+    response = admin.post(f"/agents/{used.pk}/delete/", follow=True)
+    assert AgentProfile.objects.filter(name="used").exists()
+    assert "Not deleted: used has 1 run" in response.content.decode()
+
+
+def test_operators_cannot_create_or_delete(operator: Client) -> None:
+    profile = AgentProfile.objects.create(name="helper", system_prompt="p")
+    assert operator.get("/agents/new/").status_code == 403
+    assert operator.post("/agents/new/", form(name="x")).status_code == 403
+    assert operator.post(f"/agents/{profile.pk}/delete/").status_code == 403
+    assert AgentProfile.objects.filter(name="helper").exists()
+
+
+def test_model_text_in_a_profile_is_escaped(admin: Client) -> None:
+    AgentProfile.objects.create(
+        name="x", system_prompt="p", description="<script>alert(1)</script>"
+    )
+    body = admin.get("/agents/").content.decode()
+    assert "<script>alert(1)</script>" not in body and "&lt;script&gt;" in body
+
+
+def test_an_objection_shows_on_the_run_page_and_in_replay(admin: Client) -> None:
+    from tests.web import factories as f
+
+    user = User.objects.get(username="admin")
+    run = f.make_run(user)
+    reason = "Your answer says a <refund> happened, but the shop does not show it."
+    f.emit(
+        run,
+        f.model_called(text="I refunded it.", tool=""),
+        {
+            "type": "completion_objected",
+            "data": {"validator": "agentweb.shop.validators.claims_validator", "reason": reason},
+        },
+        f.model_called(text="No refund was made.", tool=""),
+        {"type": "run_finished", "data": {"final_answer": "No refund was made."}},
+        status=Run.Status.SUCCEEDED,
+    )
+    seq = run.events.get(type="completion_objected").seq
+    for url in (f"/runs/{run.pk}/", f"/runs/{run.pk}/replay/"):
+        body = admin.get(url).content.decode()
+        item = body[body.index(f'id="event-{seq}"') :]
+        item = item[: item.index("</li>")]
+        assert "Answer sent back" in item
+        assert "agentweb.shop.validators.claims_validator" in item
+        assert "a &lt;refund&gt; happened" in item  # escaped: validator text is data
+    replay = admin.get(f"/runs/{run.pk}/replay/").content.decode()
+    assert "validator · agentweb.shop.validators.claims_validator" in replay
