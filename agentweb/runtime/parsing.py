@@ -568,11 +568,11 @@ def _dotted_name(node: ast.expr) -> str | None:
 
 def _literal_arguments(node: ast.Call, params: Collection[str]) -> dict[str, Any] | None:
     out: dict[str, Any] = {}
-    order = list(params)
-    if len(node.args) > len(order):
+    names = list(params)  # positional arguments fill the parameters in their order
+    if len(node.args) > len(names):
         return None
     pairs: list[tuple[str | None, ast.expr]] = [
-        *zip(order, node.args, strict=False),
+        *zip(names, node.args, strict=False),
         *((kw.arg, kw.value) for kw in node.keywords),
     ]
     for key, value_node in pairs:
