@@ -19,6 +19,7 @@ BENCHES = [
     ("whole stack (API → Celery → model → events)", "bench_stack.py", []),
     ("live WebSocket delivery", "bench_live.py", ["--check"]),
     ("tool selection recall", "bench_selection.py", []),
+    ("delegation: coordinator + 5 children", "bench_delegation.py", []),
 ]
 
 
