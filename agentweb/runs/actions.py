@@ -77,6 +77,10 @@ def append_events(
         Run.objects.filter(pk=run.pk).update(last_seq=seq)
     publish.run_changed_on_commit(run.pk, seq, run.status)
     observe_stored(run, rows)  # spans and metrics, after commit
+    if run.parent_id is not None or any(r.type.startswith("subtask_") for r in rows):
+        from agentweb.runs.delegation import tree_changed_on_commit
+
+        tree_changed_on_commit(run, (r.type for r in rows))
     return rows
 
 

@@ -235,7 +235,9 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @api_view(("GET",))
 def approvals(request: HttpRequest) -> HttpResponse:
-    qs = Approval.objects.select_related("decided_by").filter(run__in=visible_runs(request.user))
+    qs = Approval.objects.select_related("decided_by", "run").filter(
+        run__in=visible_runs(request.user)
+    )
     status = request.GET.get("status")
     if status:
         if status not in Approval.Status.values:

@@ -366,6 +366,16 @@ def cancel_orphans() -> int:
 # --- the tree -----------------------------------------------------------------------------
 
 
+def tree_changed_on_commit(run: Run, types: Iterable[str]) -> None:
+    """After commit: the pages of the runs whose tree shows ``run`` re-render it (its
+    ancestors; and ``run`` itself when a subtask started or ended)."""
+    groups = [i for i in (run.parent_id, run.root_id) if i is not None]
+    if any(t.startswith("subtask_") for t in types):
+        groups.append(run.pk)
+    for run_id in dict.fromkeys(groups):
+        publish.send_on_commit(publish.run_group(run_id), {"type": "run.tree", "run": run_id})
+
+
 def tree(run: Run) -> list[Run]:
     """Every run under ``run`` (children, grandchildren), oldest first."""
     top = run.top_id

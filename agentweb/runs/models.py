@@ -312,6 +312,7 @@ class Approval(models.Model):
         return {
             "id": self.pk,
             "run": self.run_id,
+            "top_run": self.run.top_id,  # the tree's top-level run (itself when top-level)
             "call_id": self.call_id,
             "tool": self.tool,
             "arguments": self.arguments,

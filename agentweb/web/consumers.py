@@ -11,6 +11,8 @@ Run socket protocol (``/ws/runs/<id>/?after=<seq>``), server → client JSON:
   html}}``: the run header and the viewer's approval controls, after each batch.
 - ``{"kind": "delta", "text"}``: the streamed text of the current model call (preview only;
   the stored ``model_called`` event replaces it).
+- ``{"kind": "tree", "html"}``: the run tree (children's status and latest step), whenever
+  a run of it stored events; ``html`` is the escaped fragment whose root is ``#run-tree``.
 
 Client → server: nothing is required; ``{"kind": "resync"}`` asks for events again.
 Closes with 4401 (not logged in) or 4403 (run not visible) before the handshake completes.
@@ -35,10 +37,11 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from agentweb.runs import publish
 from agentweb.runs.api import visible_runs
 from agentweb.runs.models import Run, RunEvent
-from agentweb.web import fragments, outcome, timeline
+from agentweb.web import fragments, outcome, run_tree, timeline
 from agentweb.web.context import pending_count
 
 BATCH = 200
+TREE_COALESCE = 0.2
 log = logging.getLogger(__name__)
 
 
@@ -259,6 +262,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
     lock: asyncio.Lock
     following: bool = False
     closed: bool = False
+    tree_pending: bool = False
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -304,6 +308,9 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         if kind == "run.delta":
             await self.send_json({"kind": "delta", "text": str(message.get("text", ""))})
             return
+        if kind == "run.tree":
+            await self._send_tree()
+            return
         if kind != "run.event":
             return
         seq = message.get("seq")
@@ -325,6 +332,20 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
                 await self.send_json(await self._state(snap.run))
                 return
             hint = None
+
+    async def _send_tree(self) -> None:
+        """The run tree again (a run of it stored events); a burst of wake-ups within
+        ``TREE_COALESCE`` seconds costs one render."""
+        if self.tree_pending:
+            return
+        self.tree_pending = True
+        try:
+            await asyncio.sleep(TREE_COALESCE)
+            html = await off_thread(run_tree.tree_html)(self.run_id)
+        finally:
+            self.tree_pending = False
+        if not self.closed:
+            await self.send_json({"kind": "tree", "html": html})
 
     async def _state(self, run: Run) -> dict[str, Any]:
         header, slots = await fanout(self.channel_layer).state(run, self.scope["user"])

@@ -33,7 +33,7 @@ from agentweb.runs import actions
 from agentweb.runs.api import run_json, visible_runs
 from agentweb.runs.models import AgentProfile, Approval, Run, RunEvent, RunImage
 from agentweb.shop.models import Ticket
-from agentweb.web import fragments, outcome, timeline
+from agentweb.web import fragments, outcome, run_tree, timeline
 from agentweb.web.forms import AgentProfileForm, ImportForm, RunSearchForm, TaskForm
 
 EXPORT_SCHEMA = "agentweb.run-export/1"
@@ -185,6 +185,7 @@ def run_detail(request: Request, run_id: int) -> HttpResponse:
             "csrf": get_token(request),
             "next": request.path,
             "files": _workspace_files(run),
+            **run_tree.tree_context(run),
         },
     )
 

@@ -214,6 +214,10 @@
         message: function (data, ws) {
           if (data.kind === "events") onEvents(data, ws);
           else if (data.kind === "state") onState(data);
+          else if (data.kind === "tree") {
+            var tree = document.getElementById("run-tree");
+            if (tree) tree.replaceWith(fragment(data.html)); // escaped server-side fragment
+          }
           else if (data.kind === "delta") {
             preview.hidden = false;
             previewText.textContent = data.text; // text, never markup

@@ -1,0 +1,102 @@
+"""The run tree on the run page (DESIGN §8): each child's status, link and latest step.
+
+Rendered by the view and sent again over the run's WebSocket whenever a run of the tree
+stores events (a ``run.tree`` wake-up); everything comes from the database.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from django.template.loader import render_to_string
+
+from agentweb.runs import delegation
+from agentweb.runs.models import Run, RunEvent
+from agentweb.web import outcome
+
+
+@dataclass
+class Node:
+    run: Run
+    level: int  # 1: a child of the page's run
+    latest: str  # the latest step, in words
+
+    @property
+    def label(self) -> str:
+        return outcome.status_label(self.run.status)
+
+
+def latest_step(event: RunEvent | None) -> str:
+    """One line about a run's latest stored event (escaped by the template)."""
+    if event is None:
+        return "waiting for a worker"
+    data = event.data if isinstance(event.data, dict) else {}
+    kind = event.type
+    if kind == "model_called":
+        calls = [str(c.get("name")) for c in data.get("tool_calls") or () if isinstance(c, dict)]
+        if calls:
+            return "model asked for " + ", ".join(calls)
+        return "model: " + _short(data.get("text"))
+    if kind == "tool_call_started":
+        return f"running {data.get('tool')}"
+    if kind == "tool_call_finished":
+        return f"{data.get('tool')} {'ok' if data.get('ok') else 'failed'}"
+    if kind == "approval_requested":
+        return f"waiting for a person to decide {data.get('tool')}"
+    if kind == "approval_decided":
+        return f"{data.get('tool')} {data.get('decision')}"
+    if kind == "subtask_started":
+        return f"delegated task #{data.get('task_id')} to {data.get('agent')}"
+    if kind == "subtask_finished":
+        return f"task #{data.get('task_id')} {data.get('status')}"
+    if kind == "run_finished":
+        return "answered: " + _short(data.get("final_answer"))
+    if kind == "run_failed":
+        return "failed: " + _short(data.get("reason"))
+    if kind == "run_cancelled":
+        return "cancelled"
+    return kind.replace("_", " ")
+
+
+def _short(text: Any, limit: int = 120) -> str:
+    value = " ".join(str(text or "").split())
+    return value if len(value) <= limit else value[: limit - 1] + "…"
+
+
+def nodes_for(run: Run) -> list[Node]:
+    """The runs under ``run``, depth first, each with its latest step (two queries)."""
+    runs = delegation.tree(run)
+    if not runs:
+        return []
+    latest = {
+        e.run_id: e
+        for e in RunEvent.objects.filter(run_id__in=[r.pk for r in runs])
+        .order_by("run_id", "-seq")
+        .distinct("run_id")
+    }
+    by_parent: dict[int | None, list[Run]] = {}
+    for r in runs:
+        by_parent.setdefault(r.parent_id, []).append(r)
+    out: list[Node] = []
+
+    def walk(parent_id: int, level: int) -> None:
+        for child in by_parent.get(parent_id, ()):
+            out.append(Node(child, level, latest_step(latest.get(child.pk))))
+            walk(child.pk, level + 1)
+
+    walk(run.pk, 1)
+    return out
+
+
+def tree_context(run: Run) -> dict[str, Any]:
+    parent = top = None
+    if run.parent_id is not None:
+        parent = Run.objects.select_related("agent").filter(pk=run.parent_id).first()
+        top = run.root_id if run.root_id != run.parent_id else None
+    return {"run": run, "tree": nodes_for(run), "tree_parent": parent, "tree_top": top}
+
+
+def tree_html(run_id: int) -> str:
+    run = Run.objects.select_related("agent").get(pk=run_id)
+    return render_to_string("web/_run_tree.html", tree_context(run))
