@@ -101,7 +101,11 @@ if not _database_url:
         "`make test`, which start an embedded PostgreSQL when it is unset"
     )
 DATABASES = {"default": database_from_url(_database_url)}
-DATABASES["default"]["CONN_MAX_AGE"] = env_int("DB_CONN_MAX_AGE", 60, minimum=0)
+# No persistent connections by default: under ASGI every request may run in another
+# thread, and a connection kept per thread is never reused nor closed (Django's docs say
+# to disable them under ASGI); 24 polling clients ran PostgreSQL out of connections.
+# Each request, task step and tool call opens one and closes it when done.
+DATABASES["default"]["CONN_MAX_AGE"] = env_int("DB_CONN_MAX_AGE", 0, minimum=0)
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -20,6 +20,7 @@ BENCHES = [
     ("live WebSocket delivery", "bench_live.py", ["--check"]),
     ("tool selection recall", "bench_selection.py", []),
     ("delegation: coordinator + 5 children", "bench_delegation.py", []),
+    ("PostgreSQL connections under 24 polling API clients", "bench_connections.py", []),
 ]
 
 

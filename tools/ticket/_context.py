@@ -15,15 +15,20 @@ R = TypeVar("R")
 
 
 def fresh_db(fn: Callable[P, R]) -> Callable[P, R]:
-    """Start each tool call like a request: drop this thread's DB connection first when it
-    is broken or older than CONN_MAX_AGE, and arm the health check. Tools run in the
-    runtime's long-lived pool threads, which keep their connection between calls."""
+    """Give each tool call its own database connection like a request: drop this
+    thread's connection first when it is broken or older than CONN_MAX_AGE, and again
+    after the call. Tools run in the runtime's long-lived pool threads; with the default
+    CONN_MAX_AGE of 0 an idle pool thread holds no connection."""
 
     @functools.wraps(fn)
     def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
         if not connection.in_atomic_block:
             connection.close_if_unusable_or_obsolete()
-        return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if not connection.in_atomic_block:
+                connection.close_if_unusable_or_obsolete()
 
     return wrapper
 
