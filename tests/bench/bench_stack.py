@@ -110,6 +110,9 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=2, help="worker processes")
     parser.add_argument("--threads", type=int, default=8, help="threads per worker")
     parser.add_argument("--json", metavar="PATH")
+    parser.add_argument(
+        "--otlp", action="store_true", help="tracing on: spans to a local OTLP sink (discarded)"
+    )
     args = parser.parse_args()
 
     base_url = os.environ["DATABASE_URL"]
@@ -141,6 +144,13 @@ def main() -> int:
     from tests.conftest import start_web, start_worker
 
     server = FakeLLMServer()
+    sink = None
+    if args.otlp:  # every process exports its spans over OTLP/HTTP, as in production
+        from tests.fakes.otlp_sink import OtlpSink
+
+        sink = OtlpSink(keep=False)
+        env["OTEL_EXPORTER_OTLP_ENDPOINT"] = sink.endpoint
+    print(f"tracing {'on (OTLP/HTTP to a local sink)' if sink else 'off'}", flush=True)
     server.record = False
     env["OPENAI_BASE_URL"] = server.openai_url
     tmp = Path(tempfile.mkdtemp(prefix="agentweb-bench-"))
@@ -237,6 +247,10 @@ def main() -> int:
         for proc in reversed(procs):
             proc.stop()
         server.close()
+        if sink is not None:
+            print(f"  OTLP export requests received: {sink.requests}")
+            results["otlp_requests"] = sink.requests
+            sink.close()
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     bad = sum(results["sequential"]["problems"].values()) + sum(

@@ -15,12 +15,16 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 
 BENCHES = [
+    # Tracing is outside the runtime (spans come from stored events), so its figure is the
+    # same either way; the stack is measured with tracing off and on.
     ("runtime vs bare httpx loop", "bench_runtime.py", []),
     ("whole stack (API → Celery → model → events)", "bench_stack.py", []),
+    ("whole stack, tracing on", "bench_stack.py", ["--otlp"]),
     ("live WebSocket delivery", "bench_live.py", ["--check"]),
     ("tool selection recall", "bench_selection.py", []),
     ("delegation: coordinator + 5 children", "bench_delegation.py", []),
     ("PostgreSQL connections under 24 polling API clients", "bench_connections.py", []),
+    ("observability costs (/metrics scrape, spans per step)", "bench_metrics.py", []),
 ]
 
 
