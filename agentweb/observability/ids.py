@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 
 
@@ -19,3 +20,11 @@ def new_span_id() -> str:
         value = secrets.token_hex(8)
         if value.strip("0"):
             return value
+
+
+def tool_span_id(trace_id: str, call_id: str) -> str:
+    """The span id of a tool call's span, derived from the run's trace and the call id, so
+    a child run created by that call (delegation) can name it as its parent before the
+    span exists."""
+    digest = hashlib.sha256(f"{trace_id}:{call_id}".encode()).hexdigest()
+    return digest[:16] if digest[:16].strip("0") else digest[16:32]

@@ -19,7 +19,8 @@ steps are stored:
   the events carry (tools of one turn run concurrently, after the model call);
 - ``await_approval <tool>`` from the approval request to the decision (stored by the
   deciding process); the tool's span follows it in the resumed step;
-- a child run's root span has the parent run's root span as its parent (same trace).
+- a child run (delegation) is in its parent's trace: its root span's parent is the span of
+  the ``delegate_task`` call that created it (tool spans' ids derive from the call id).
 
 Message content (prompt, completion, tool arguments and results) is recorded only when
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
@@ -34,6 +35,8 @@ import threading
 from collections.abc import Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from agentweb.observability.ids import tool_span_id
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
@@ -208,7 +211,7 @@ def record(step: StoredStep) -> None:
             _chat_span(tracer, parent, step, data, provider, start, end, capture)
             cursor = start
         elif kind == "tools":
-            cursor = _tool_spans(tracer, parent, items, cursor, capture)
+            cursor = _tool_spans(tracer, parent, step.trace_id, items, cursor, capture)
     for call_id, (requested, decided) in step.approval_times().items():
         data = next(
             d for k, d in step.events if k == "approval_decided" and d["call_id"] == call_id
@@ -286,7 +289,12 @@ def _chat_span(
 
 
 def _tool_spans(
-    tracer: Tracer, parent: Any, items: list[tuple[str, dict[str, Any]]], cursor: int, capture: bool
+    tracer: Tracer,
+    parent: Any,
+    trace_id: str,
+    items: list[tuple[str, dict[str, Any]]],
+    cursor: int,
+    capture: bool,
 ) -> int:
     from opentelemetry.trace import Status, StatusCode
 
@@ -313,9 +321,13 @@ def _tool_spans(
             attributes["gen_ai.tool.call.result"] = _json(
                 data.get("result") if data.get("ok") else data.get("error")
             )
-        span = tracer.start_span(
-            f"execute_tool {name}", context=parent, start_time=start, attributes=attributes
-        )
+        _forced.span_id = int(tool_span_id(trace_id, str(data.get("call_id", ""))), 16)
+        try:
+            span = tracer.start_span(
+                f"execute_tool {name}", context=parent, start_time=start, attributes=attributes
+            )
+        finally:
+            _forced.span_id = None
         if not data.get("ok"):
             span.set_attribute("error.type", "tool_error")
             span.set_status(Status(StatusCode.ERROR, str(data.get("error") or "")[:500]))

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 
-from agentweb.observability.ids import new_span_id, new_trace_id
+from agentweb.observability.ids import new_span_id, new_trace_id, tool_span_id
 
 
 def arguments_hash(arguments: dict[str, Any]) -> str:
@@ -182,11 +182,15 @@ class Run(models.Model):
         return f"run {self.pk} ({self.status})"
 
     def save(self, *args: Any, **kwargs: Any) -> None:
-        parent_id = getattr(self, "parent_id", None)  # a child run (delegation)
-        if self._state.adding and parent_id and not self.trace_parent_span_id:
-            # Same trace as its parent; its root span is a child of the parent's.
-            parent = Run.objects.only("trace_id", "trace_span_id").get(pk=parent_id)
-            self.trace_id, self.trace_parent_span_id = parent.trace_id, parent.trace_span_id
+        if self._state.adding and self.parent_id and not self.trace_parent_span_id:
+            # A child run is in its parent's trace, under the span of the delegating call.
+            parent = Run.objects.only("trace_id", "trace_span_id").get(pk=self.parent_id)
+            self.trace_id = parent.trace_id
+            self.trace_parent_span_id = (
+                tool_span_id(parent.trace_id, self.parent_call_id)
+                if self.parent_call_id
+                else parent.trace_span_id
+            )
         super().save(*args, **kwargs)
 
     @property

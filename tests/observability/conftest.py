@@ -6,8 +6,17 @@ from typing import Any
 import pytest
 
 from tests.runs.conftest import enqueued, people, sample_registry, scripted
+from tests.runs.test_delegation import _close_pool_connections, models, team
 
-__all__ = ["enqueued", "people", "sample_registry", "scripted"]
+__all__ = [
+    "_close_pool_connections",
+    "enqueued",
+    "models",
+    "people",
+    "sample_registry",
+    "scripted",
+    "team",
+]
 
 
 @pytest.fixture

@@ -184,3 +184,38 @@ def test_the_environment_decides() -> None:
     endpoint = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
     assert not tracing.configured({**endpoint, "OTEL_SDK_DISABLED": "true"})
     assert not tracing.configured({**endpoint, "OTEL_TRACES_EXPORTER": "none"})
+
+
+def test_a_child_run_is_a_subtree_of_its_parents_trace(team, enqueued, spans) -> None:
+    from tests.runs.test_delegation import _wait_for_all, drain, model
+
+    coordinator = model(team, "coordinator")
+    delegate = call("delegate_task", agent="billing", task="Was order A1 charged twice?")
+    coordinator.enqueue(delegate)
+    coordinator.enqueue(lambda messages, tools: _wait_for_all(messages))
+    coordinator.enqueue("Refunded the duplicate.")
+    model(team, "billing").enqueue(call("lookup", order_id="A1"), "Charged twice; reversed.")
+    parent = actions.do_create_run(
+        user=team["operator"], task="Charged twice", agent_name="coordinator"
+    )
+    enqueued.clear()
+    assert engine.execute_run(parent.pk) == Run.Status.WAITING_SUBTASKS
+    new_process(spans)
+    drain(enqueued)
+    parent.refresh_from_db()
+    assert parent.status == Run.Status.SUCCEEDED, parent.failure_reason
+    (child,) = parent.children.all()
+    assert child.trace_id == parent.trace_id
+    finished = spans.get_finished_spans()
+    assert {s.context.trace_id for s in finished} == {int(parent.trace_id, 16)}
+    names = by_name(finished)
+    (parent_root,) = names["invoke_agent coordinator"]
+    (child_root,) = names["invoke_agent billing"]
+    (delegating,) = names["execute_tool delegate_task"]
+    assert delegating.parent.span_id == parent_root.context.span_id
+    assert delegating.attributes["gen_ai.tool.call.id"] == delegate.id
+    assert child_root.parent.span_id == delegating.context.span_id
+    assert child_root.context.span_id == int(child.trace_span_id, 16)
+    (child_tool,) = names["execute_tool lookup"]
+    assert child_tool.parent.span_id == child_root.context.span_id
+    assert parent_root.parent is None
