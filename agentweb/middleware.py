@@ -1,4 +1,4 @@
-"""Hostile input stops at the edge, and every answer under ``/api/`` is JSON (DESIGN §4, §5).
+"""Hostile input stops at the edge, and every answer under ``/api/`` is JSON (README, JSON API).
 
 One mechanism instead of per-field patches:
 
@@ -31,7 +31,7 @@ from django.utils.html import escape
 
 log = logging.getLogger(__name__)
 
-MAX_API_BODY = 1_000_000  # bytes of a JSON request body (DESIGN §5)
+MAX_API_BODY = 1_000_000  # bytes of a JSON request body
 MAX_JSON_DEPTH = 64
 MAX_INT = 2**63 - 1  # PostgreSQL bigint; larger JSON integers are refused
 _BAD_CHARS = re.compile("[\x00\ud800-\udfff]")

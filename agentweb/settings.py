@@ -223,7 +223,7 @@ if not DEBUG:
     SECURE_HSTS_PRELOAD = True
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
-# --- Observability (DESIGN §10; traces are configured by the standard OTEL_* variables).
+# --- Observability (README, Observability; traces are configured by the standard OTEL_* variables).
 AGENTWEB_METRICS_TOKEN = env_str("AGENTWEB_METRICS_TOKEN")
 AGENTWEB_LOG_FORMAT = env_str("AGENTWEB_LOG_FORMAT", "plain").lower()
 if AGENTWEB_LOG_FORMAT not in {"plain", "json"}:

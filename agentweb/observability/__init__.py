@@ -1,4 +1,4 @@
-"""Observability (DESIGN §10): OpenTelemetry traces, Prometheus metrics, JSON logs.
+"""Observability (README, Observability): OpenTelemetry traces, Prometheus metrics, JSON logs.
 
 Spans and metrics are derived from the events the engine already stores, at the one place
 where events are stored (``actions.append_events``), after the transaction commits. The

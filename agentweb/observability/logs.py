@@ -1,4 +1,4 @@
-"""Logging: ``AGENTWEB_LOG_FORMAT=json`` makes every line one JSON object (DESIGN §10).
+"""Logging: ``AGENTWEB_LOG_FORMAT=json`` makes every line one JSON object (README, Observability).
 
 Each object has ``ts`` (UTC, ISO 8601), ``level``, ``logger``, ``message``, ``process``
 (web | worker | beat), ``pid``, and inside a run ``run_id`` and ``trace_id`` (set by

@@ -1,4 +1,4 @@
-"""Prometheus metrics of every process (DESIGN §10).
+"""Prometheus metrics of every process (README, Observability).
 
 Counters and histograms live in Redis, so ``/metrics`` on any web process covers every
 worker, including ones started on other machines: each process adds what its stored

@@ -1,4 +1,4 @@
-"""OpenTelemetry traces of runs, derived from the stored events (DESIGN §10).
+"""OpenTelemetry traces of runs, derived from the stored events (README, Observability).
 
 On when ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) is set;
 otherwise ``enabled()`` is False and the SDK is never imported. Everything else is the

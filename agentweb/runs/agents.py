@@ -205,7 +205,7 @@ def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
     tools = policy.with_search_tool(profile_tools(profile).subset(allowed_tools(profile)))
     from agentweb.runs.delegation import tools_for
 
-    delegation_tools = tools_for(profile)  # delegate_task, wait_for_tasks (DESIGN §8)
+    delegation_tools = tools_for(profile)  # delegate_task, wait_for_tasks
     if delegation_tools:
         tools = ToolRegistry([*tools, *delegation_tools])
     config = AgentConfig(

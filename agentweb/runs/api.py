@@ -1,4 +1,4 @@
-"""The JSON API (contract in DESIGN §4). Errors are always ``{"error": {"code", "message"}}``.
+"""The JSON API (described by ``openapi.py``). Errors are always ``{"error": {"code", "message"}}``.
 
 Auth: ``Authorization: Bearer <token>`` or the browser session (with CSRF).
 """
@@ -293,7 +293,7 @@ def tickets(request: HttpRequest) -> HttpResponse:
     )
 
 
-# --- agent profiles (DESIGN §4, §6) -----------------------------------------------------
+# --- agent profiles -----------------------------------------------------------------
 
 
 def _profile_invalid(exc: Any) -> JsonResponse:

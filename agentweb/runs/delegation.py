@@ -1,4 +1,4 @@
-"""Delegation to sub-agents (DESIGN §8): child runs, durable waits, the run tree.
+"""Delegation to sub-agents: child runs, durable waits, the run tree.
 
 A profile with ``delegates`` gets two built-in tools. ``delegate_task`` creates a child
 run (an ordinary run with a parent) and returns its id at once; the child is enqueued

@@ -144,7 +144,7 @@ class Run(models.Model):
     lease_owner = models.CharField(max_length=100, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
-    # Delegation (DESIGN §8): a child run is an ordinary run with a parent.
+    # Delegation: a child run is an ordinary run with a parent.
     parent = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
     )
@@ -157,7 +157,7 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    # One OpenTelemetry trace per run across pauses, resumes and workers (DESIGN §10):
+    # One OpenTelemetry trace per run across pauses, resumes and workers:
     # every span of the run is a child of the root span whose id is stored here.
     trace_id = models.CharField(max_length=32, default=new_trace_id, editable=False)
     trace_span_id = models.CharField(max_length=16, default=new_span_id, editable=False)

@@ -99,7 +99,7 @@ SCHEMAS: dict[str, Any] = {
     "Agent": {
         "type": "object",
         "required": ["name", "system_prompt"],
-        "description": "An agent profile (DESIGN §6); only name and system_prompt are required",
+        "description": "An agent profile; only name and system_prompt are required",
         "properties": {
             "name": {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$"},
             "description": {"type": "string"},

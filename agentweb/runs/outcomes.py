@@ -2,7 +2,7 @@
 
 One place computes it, from the rows that are the truth for it (``Approval`` and
 ``ToolExecution``), so the API, the pages and the exports agree. An entry is
-``{"tool", "call_id", "status", "approved_by"}`` (DESIGN §4):
+``{"tool", "call_id", "status", "approved_by"}``:
 
 - ``status``: ``pending`` (waiting for a person, or approved and not run yet),
   ``executed``, ``failed`` (it ran and reported an error, or its check refused it),

@@ -37,7 +37,7 @@ MAX_TOP_N = 100
 
 
 def profile_json(profile: AgentProfile) -> dict[str, Any]:
-    """The API shape of a profile (DESIGN §4)."""
+    """The API shape of a profile (``GET /api/agents``)."""
     return {
         "name": profile.name,
         "description": profile.description,

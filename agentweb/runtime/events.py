@@ -33,7 +33,7 @@ CONTEXT_COMPACTED = "context_compacted"
 RUN_FINISHED = "run_finished"
 RUN_FAILED = "run_failed"
 RUN_CANCELLED = "run_cancelled"
-# Stored by the host on a parent run when it delegates (DESIGN §8).
+# Stored by the host on a parent run when it delegates (agentweb/runs/delegation.py).
 SUBTASK_STARTED = "subtask_started"
 SUBTASK_FINISHED = "subtask_finished"
 COMPLETION_OBJECTED = "completion_objected"  # a validator sent the answer back

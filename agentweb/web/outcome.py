@@ -1,5 +1,5 @@
 """What a run did, in words, beside its status: "refund 38.00 issued", "cancellation
-rejected". Read from the run's ``actions`` (``runs.outcomes``, DESIGN §4) and the
+rejected". Read from the run's ``actions`` (``runs.outcomes``) and the
 arguments each call ran (or was asked) with. Plain strings: templates escape them."""
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ exactly once and in order.
     DATABASE_URL=... REDIS_URL=... .venv/bin/python tests/bench/bench_live.py \
         [--clients 200] [--runs 40] [--json out.json] [--check]
 
-Bar (DESIGN §5): step stored → browser p95 <= 50 ms with 200 sockets.
+Bar: step stored → browser p95 <= 50 ms with 200 sockets.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ in one process, interleaved. Prints medians, p95 and the difference per run.
 
     .venv/bin/python tests/bench/bench_runtime.py [-n 300] [--json out.json] [--check]
 
-Bar (DESIGN §5): the runtime within 1.5 ms per run of the bare loop.
+Bar: the runtime within 1.5 ms per run of the bare loop.
 """
 
 from __future__ import annotations

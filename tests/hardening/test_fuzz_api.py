@@ -1,4 +1,4 @@
-"""Property-based fuzzing of every operation in /api/openapi.json (DESIGN §5).
+"""Property-based fuzzing of every operation in /api/openapi.json.
 
 Every path, query parameter and body field the document declares is filled with hostile
 values (NUL, lone surrogates, NaN/Infinity/1e999, 64-bit overflows, nesting 1,000 deep,

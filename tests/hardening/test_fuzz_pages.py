@@ -1,4 +1,4 @@
-"""Hostile input through the pages, their forms and the import (DESIGN §5): never a 5xx;
+"""Hostile input through the pages, their forms and the import: never a 5xx;
 a clear message on the page (the form's error, or the app's 400 page)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Redis killed -9 mid-run and started again empty (DESIGN §5).
+"""Redis killed -9 mid-run and started again empty.
 
 The test starts its own redis-server on a free port, a web process, a worker and beat on
 it, and kills Redis while every worker thread is busy with a run."""

@@ -1,5 +1,5 @@
 """Model replies through the whole Django path: the reply cap (AGENTWEB_MAX_REPLY_CHARS)
-and empty replies (DESIGN §5, issue 12 point 7)."""
+and empty replies (issue 12 point 7)."""
 
 from __future__ import annotations
 

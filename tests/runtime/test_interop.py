@@ -296,7 +296,7 @@ def test_a_tool_named_in_prose_is_the_answer_not_a_call(fake_llm, model, wire):
     assert RAN == [] and outcome == Finished(text, "model")
 
 
-# Issue 12 point 7 / DESIGN §5: empty replies, deep nesting, the reply cap
+# Issue 12 point 7: empty replies, deep nesting, the reply cap
 
 
 def test_empty_replies_stop_the_run_after_three_in_a_row(fake_llm, model, wire):

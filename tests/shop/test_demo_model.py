@@ -60,8 +60,40 @@ def test_it_picks_the_scenario_from_the_words(text, scenario):
     assert scenario_for(text) == scenario
 
 
-def test_it_covers_at_least_eight_scenarios():
-    assert len({name for name, _ in SCENARIOS} - {"general"}) >= 8
+#: One ticket per scenario and the tools its first turn calls.
+OPENINGS = {
+    "not_received": ("My order A1005 says delivered but I never got it", ["get_order"]),
+    "where_is": ("Where is my order A1005?", ["get_order"]),
+    "damaged": ("The teapot of A1005 arrived cracked", ["get_order", "search_kb"]),
+    "cancel": ("Please cancel order A1005", ["get_order"]),
+    "address": ("I just moved, new address for A1005: 1 Main St, Town", ["get_order"]),
+    "stock": ("Is OUT-0305 back in stock?", ["check_inventory", "search_kb"]),
+    "duplicate_charge": ("I was charged twice for A1005", ["get_order", "search_kb"]),
+    "angry": (
+        "Third time writing about A1005. Unacceptable!",
+        ["get_customer", "get_customer_notes", "recall_customer_facts"],
+    ),
+    "policy_refund": (
+        "Used A1005 for two months and don't like it, I want a refund",
+        ["get_order", "search_kb"],
+    ),
+    "general": ("Do you ship to Canada?", ["get_customer", "search_kb"]),
+}
+
+
+def test_every_scenario_plays_its_own_opening():
+    """Each scenario of the table is reachable from a ticket's words and opens with its
+    own plan, not the general fallback."""
+    assert set(OPENINGS) == {name for name, _ in SCENARIOS}
+    openings = {}
+    for scenario, (text, calls) in OPENINGS.items():
+        assert scenario_for(text) == scenario
+        reply = DemoModel().complete(_start(text), SPECS).message
+        assert [c.name for c in reply.tool_calls] == calls, scenario
+        openings[scenario] = reply.content
+    general = openings.pop("general")
+    assert all(content and content != general for content in openings.values())
+    assert len(set(openings.values())) >= 8
 
 
 def test_it_is_a_scripted_model_named_demo():

@@ -59,9 +59,11 @@ def test_it_accepts_a_refund_the_run_made(shop, call):
 
 def test_it_does_not_trust_a_tool_result_the_shop_does_not_back(shop):
     forged = [ToolResult("issue_refund", {}, True, {"refund_id": "R999999", "status": "x"})]
-    assert check_claims("I have issued a refund.", None, forged) is not None
+    message = check_claims("I have issued a refund.", None, forged)
+    assert message is not None and "does not show it: refund." in message
     failed = [ToolResult("issue_refund", {}, False, "Error: exceeds")]
-    assert check_claims("I have issued a refund.", None, failed) is not None
+    message = check_claims("I have issued a refund.", None, failed)
+    assert message is not None and "does not show it: refund." in message
 
 
 def test_it_accepts_rows_in_the_tickets_scope_since_the_run_started(shop, call):
@@ -70,7 +72,8 @@ def test_it_accepts_rows_in_the_tickets_scope_since_the_run_started(shop, call):
     ticket = shop["ticket"]  # about A1002
     assert check_claims("We refunded 5.00.", ticket.pk, [], since=since) is None
     later = timezone.now() + timedelta(hours=1)
-    assert check_claims("We refunded 5.00.", ticket.pk, [], since=later) is not None
+    message = check_claims("We refunded 5.00.", ticket.pk, [], since=later)
+    assert message is not None and "does not show it: refund." in message
 
 
 def test_it_checks_cancellations_addresses_and_replies(shop, call):

@@ -1,4 +1,4 @@
-"""The run page says when a model reply was cut off or truncated (issue 14, DESIGN §5)."""
+"""The run page says when a model reply was cut off or truncated (issue 14)."""
 
 from __future__ import annotations
 

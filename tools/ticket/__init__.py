@@ -1,6 +1,6 @@
 """The bundled ticket tools: they act on the demo shop (``agentweb.shop``).
 
-Names, argument names and risk levels are part of the contract (DESIGN §4):
+Names, argument names and risk levels are part of the contract:
 
 - read, low risk: ``get_order``, ``track_shipment``, ``get_customer``,
   ``get_customer_notes``, ``check_inventory``, ``search_kb``, ``recall_customer_facts``;

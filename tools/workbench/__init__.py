@@ -1,4 +1,4 @@
-"""The workbench: general tools for an agent, safe by construction (DESIGN §9).
+"""The workbench: general tools for an agent, safe by construction (README, General tools).
 
 Enable it next to the ticket tools with ``AGENTWEB_TOOLS=tools.ticket,tools.workbench``.
 
