@@ -57,7 +57,7 @@ def event_html(run: Run, step: timeline.Step) -> str:
     """An event's fragment; stored events never change, so (run, seq) is the whole key."""
     return str(
         _events.get_or_make(
-            (run.pk, step.seq),
+            (run.pk, step.seq, step.final_text),
             lambda: render_to_string("web/_event.html", {"step": step, "run": run}),
         )
     )
@@ -78,8 +78,14 @@ def can_cancel(user: Any, run: Run) -> bool:
 def header_context(run: Run, user: Any, steps: list[timeline.Step] | None = None) -> dict[str, Any]:
     if steps is None:
         events = RunEvent.objects.filter(
-            run=run, type__in=("model_called", "tool_call_finished")
-        ).only("seq", "type", "data")
+            run=run,
+            type__in=(
+                "model_called",
+                "tool_call_finished",
+                "approval_requested",
+                "approval_decided",
+            ),
+        ).only("seq", "type", "data", "at")
         steps = timeline.steps_for(events, model=run.model)
     timing = timeline.timing_for(steps)
     return {

@@ -12,44 +12,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentweb.runs.models import Run, RunEvent
-
-# USD per million tokens (input, output), used only when an event carries no cost of its own.
-# Rough public list prices; the page labels the figure as an estimate.
-PRICES: dict[str, tuple[float, float]] = {
-    "demo": (0.0, 0.0),
-    "openai:gpt-4o-mini": (0.15, 0.60),
-    "openai:gpt-4o": (2.50, 10.0),
-    "openai:gpt-4.1-mini": (0.40, 1.60),
-    "openai:gpt-4.1": (2.0, 8.0),
-    "anthropic:claude-3-5-haiku": (0.80, 4.0),
-    "anthropic:claude-sonnet-4": (3.0, 15.0),
-}
-DEFAULT_PRICE = (1.0, 4.0)
+from agentweb.runs.pricing import cost_usd
 
 
-def price_for(model: str) -> tuple[float, float]:
-    model = (model or "").strip()
-    if model in PRICES:
-        return PRICES[model]
-    for name, price in PRICES.items():
-        if model.startswith(name):
-            return price
-    if model.startswith("demo"):
-        return PRICES["demo"]
-    return DEFAULT_PRICE
-
-
-def step_cost(data: dict[str, Any], model: str) -> float:
-    if isinstance(data.get("cost_usd"), int | float):
-        return float(data["cost_usd"])
+def step_cost(data: dict[str, Any], model: str) -> float | None:
+    """A model call's cost in USD: what the engine stored, else an estimate from the one
+    price table (``runs.pricing``); None when the model's price is unknown (shown "—")."""
+    if "cost_usd" in data:
+        value = data["cost_usd"]
+        return float(value) if isinstance(value, int | float) and value == value else None
     tokens = data.get("tokens") or {}
-    price_in, price_out = price_for(str(data.get("model") or model))
+    if not isinstance(tokens, dict):
+        return None
     try:
-        return (
-            int(tokens.get("input", 0)) * price_in + int(tokens.get("output", 0)) * price_out
-        ) / 1_000_000
-    except (TypeError, ValueError, AttributeError):
-        return 0.0
+        return cost_usd(str(data.get("model") or model), tokens)
+    except (TypeError, ValueError):
+        return None
 
 
 def pretty(value: Any) -> str:
@@ -71,8 +49,9 @@ class Step:
     at: Any
     data: dict[str, Any]
     turn: int = 0
-    cost: float = 0.0
+    cost: float | None = 0.0
     ctx: int = 0  # replay: how many context messages the model had at this step
+    final_text: bool = False  # a model turn whose text is the run's final answer
 
     @property
     def dom_id(self) -> str:
@@ -119,18 +98,42 @@ def steps_for(events: Iterable[RunEvent], *, model: str = "", turn_base: int = 0
             step.turn = turn
             step.cost = step_cost(data, model)
         out.append(step)
+    _mark_final_text(out)
     return out
+
+
+def _mark_final_text(steps: list[Step]) -> None:
+    """The model turn that wrote the final answer says so instead of repeating it (the
+    answer is shown once, in the run_finished card)."""
+    finished = [s for s in steps if s.type == "run_finished"]
+    if not finished:
+        return
+    answer = str(finished[-1].data.get("final_answer") or "").strip()
+    if not answer:
+        return
+    for step in reversed(steps):
+        if step.seq > finished[-1].seq or step.type != "model_called":
+            continue
+        if str(step.data.get("text") or "").strip() == answer:
+            step.final_text = True
+        return
 
 
 @dataclass
 class Timing:
     model_ms: float = 0.0
     tool_ms: float = 0.0
+    wait_ms: float = 0.0  # waiting for a person to decide a tool call
     segments: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def total_ms(self) -> float:
+        """Working time: model and tools (waiting for people is shown beside it)."""
         return self.model_ms + self.tool_ms
+
+    @property
+    def strip_ms(self) -> float:
+        return self.total_ms + self.wait_ms
 
     @property
     def model_pct(self) -> float:
@@ -143,15 +146,18 @@ class Timing:
 
 def _ms(value: Any) -> float:
     try:
-        return max(0.0, float(value or 0))
+        number = float(value or 0)
     except (TypeError, ValueError):
         return 0.0
+    return number if 0 < number < float("inf") else 0.0
 
 
 def timing_for(events: Iterable[RunEvent | Step]) -> Timing:
-    """Model time against tool time, plus the ordered segments of the strip."""
+    """Model time, tool time and time waiting for approval, plus the strip's segments in
+    the order they happened."""
     timing = Timing()
     raw: list[dict[str, Any]] = []
+    asked: dict[str, Any] = {}
     for event in events:
         data = event.data if isinstance(event.data, dict) else {}
         if event.type == "model_called":
@@ -164,7 +170,23 @@ def timing_for(events: Iterable[RunEvent | Step]) -> Timing:
             raw.append(
                 {"kind": "tool", "ms": ms, "seq": event.seq, "label": str(data.get("tool", "tool"))}
             )
-    total = timing.total_ms
+        elif event.type == "approval_requested":
+            asked[str(data.get("call_id", ""))] = event.at
+        elif event.type == "approval_decided":
+            start = asked.pop(str(data.get("call_id", "")), None)
+            if start is None or event.at is None:
+                continue
+            ms = _ms((event.at - start).total_seconds() * 1000)
+            timing.wait_ms += ms
+            raw.append(
+                {
+                    "kind": "wait",
+                    "ms": ms,
+                    "seq": event.seq,
+                    "label": f"waiting for approval ({data.get('tool', '')})",
+                }
+            )
+    total = timing.strip_ms
     for seg in raw:
         seg["pct"] = round(100 * seg["ms"] / total, 2) if total else 0
         timing.segments.append(seg)
@@ -179,17 +201,21 @@ def usage_for(run: Run) -> dict[str, Any]:
     return usage
 
 
-def total_cost(run: Run, steps: Sequence[Step] | None = None) -> float:
-    usage = run.usage or {}
-    if usage.get("cost_usd"):
-        return float(usage["cost_usd"])
+def total_cost(run: Run, steps: Sequence[Step] | None = None) -> float | None:
+    """The run's cost in USD, or None when a model's price is unknown (never a guess)."""
     if steps is not None:
-        return sum(s.cost for s in steps)
-    price_in, price_out = price_for(run.model)
-    return (
-        int(usage.get("input_tokens", 0)) * price_in
-        + int(usage.get("output_tokens", 0)) * price_out
-    ) / 1_000_000
+        costs = [s.cost for s in steps if s.type == "model_called"]
+        if any(c is None for c in costs):
+            return None
+        usage_cost = (run.usage or {}).get("cost_usd")
+        if isinstance(usage_cost, int | float) and usage_cost:
+            return float(usage_cost)
+        return sum(c for c in costs if c is not None)
+    usage = run.usage or {}
+    return cost_usd(
+        run.model,
+        {"input": usage.get("input_tokens", 0), "output": usage.get("output_tokens", 0)},
+    )
 
 
 # --- replay: what the model had in front of it ------------------------------------------

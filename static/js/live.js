@@ -288,6 +288,7 @@
   /* --- elapsed clocks ------------------------------------------------------------------- */
   function fmt(seconds) {
     seconds = Math.max(0, Math.floor(seconds));
+    if (seconds < 1) return "<1s";
     if (seconds < 60) return seconds + "s";
     if (seconds < 3600) return Math.floor(seconds / 60) + "m " + String(seconds % 60).padStart(2, "0") + "s";
     return Math.floor(seconds / 3600) + "h " + String(Math.floor((seconds % 3600) / 60)).padStart(2, "0") + "m";

@@ -114,4 +114,20 @@
       if (first) select(first);
     }
   });
+
+  /* The final answer is shown once: when it arrives live, the model turn that wrote it
+     says so instead of repeating it (the server renders it that way on a reload). */
+  document.addEventListener("agentweb:events", function () {
+    var finals = document.querySelectorAll("#timeline .ev-run_finished .final");
+    if (!finals.length) return;
+    var answer = finals[finals.length - 1].textContent.trim();
+    var turns = document.querySelectorAll("#timeline .ev-model_called");
+    if (!turns.length) return;
+    var thought = turns[turns.length - 1].querySelector(".thought");
+    if (!thought || thought.textContent.trim() !== answer) return;
+    var ref = document.createElement("div");
+    ref.className = "muted small final-ref";
+    ref.textContent = "Wrote the final answer (below).";
+    thought.replaceWith(ref);
+  });
 })();

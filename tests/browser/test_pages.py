@@ -203,3 +203,85 @@ def test_phone_pages_fit_and_keep_their_controls_on_one_line(
     assert operator.page.locator(".runs-table thead").is_hidden()
     open_menu(operator, 390)
     operator.shot("phone-menu-open", full_page=False)
+
+
+def detailed_run(demo: dict[str, Any]) -> Run:
+    """A finished run with everything the run page explains: a nested tool result, an
+    auto-approved call, an approval edited after a 74 s wait, and the final answer."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from agentweb.runs.models import RunEvent
+
+    run = f.make_run(demo["operator"], task="Refund the cracked teapot")
+    finished = f.tool_finished()
+    finished["data"]["duration_ms"] = 200
+    note = f.tool_started(tool="add_customer_note", call_id="c2", risk="medium")
+    note["data"]["approval"] = {"by": "policy", "reason": "notes are reversible"}
+    note["data"]["arguments"] = {"customer_id": "C1", "note": "teapot cracked"}
+    f.emit(run, {"type": "run_started", "data": {}}, f.model_called(), f.tool_started(), finished)
+    f.emit(run, note)
+    approval = f.request_approval(
+        run, arguments={"order_id": "A1001", "amount": 149.0, "reason": "cracked"}
+    )
+    RunEvent.objects.filter(run=run, type="approval_requested").update(
+        at=timezone.now() - timedelta(seconds=74)
+    )
+    actions.do_decide_approval(
+        approval_id=approval.pk,
+        user=demo["approver"],
+        decision="approve",
+        arguments={"order_id": "A1001", "amount": 100.0, "reason": "cracked"},
+    )
+    answer = "A refund of 100.00 is on its way."
+    f.emit(
+        run,
+        f.model_called(text=answer, tool=""),
+        {"type": "run_finished", "data": {"final_answer": answer}},
+        status="succeeded",
+    )
+    return run
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_run_page_explains_itself(login: Any, demo: dict[str, Any], width: int) -> None:
+    run = detailed_run(demo)
+    operator = login("operator", width=width)
+    operator.goto(f"/runs/{run.pk}/")
+    page = operator.page
+    assert page.get_by_text("A refund of 100.00 is on its way.").count() == 1
+    assert "waiting for approval 1m 14s" in page.locator(".timing-legend").inner_text()
+    assert "+0.2 s" in page.locator(".ev-tool_call_finished").first.inner_text()
+    assert "notes are reversible" in page.locator(".auto-approved").inner_text()
+    changes = page.locator(".arg-changes").first.inner_text()
+    assert "149.00" in changes and "100.00" in changes
+    no_sideways_scroll(operator)
+    operator.shot(f"run-details-{width}")
+
+
+def test_cancel_run_asks_first(login: Any, demo: dict[str, Any]) -> None:
+    run = f.make_run(demo["operator"], task="A long job")
+    f.emit(run, {"type": "run_started", "data": {}}, f.model_called())
+    operator = login("operator")
+    operator.goto(f"/runs/{run.pk}/")
+    page = operator.page
+    questions: list[str] = []
+
+    def say_no(dialog: Any) -> None:
+        questions.append(dialog.message)
+        dialog.dismiss()
+
+    page.once("dialog", say_no)
+    page.get_by_role("button", name="Cancel run").click()
+    page.wait_for_timeout(300)
+    assert questions and "Cancel run #" in questions[0]
+    run.refresh_from_db()
+    assert run.cancel_requested is False  # "no" cancels nothing
+    assert page.locator(".flash").count() == 0
+    page.once("dialog", lambda dialog: dialog.accept())
+    page.get_by_role("button", name="Cancel run").click()
+    page.wait_for_selector(".flash li", timeout=10_000)
+    assert "Cancellation requested" in page.locator(".flash").inner_text()
+    run.refresh_from_db()
+    assert run.cancel_requested is True

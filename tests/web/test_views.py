@@ -774,3 +774,144 @@ def test_outcome_words_for_odd_arguments() -> None:
     odd = {"tool": "frobnicate_widget", "status": "expired", "approved_by": None}
     assert describe(odd).text == "frobnicate widget expired (nobody decided)"
     assert describe(odd).tone == "bad"
+
+
+# --- approvals people can audit ---------------------------------------------------------------
+
+
+def test_an_edited_approval_shows_what_changed(people: dict) -> None:
+    run = f.make_run(people["operator"], task="Refund")
+    approval = f.request_approval(
+        run, arguments={"order_id": "A1", "amount": 149.0, "reason": "broken"}
+    )
+    approver = client_for(people["approver"])
+    approver.post(
+        f"/approvals/{approval.pk}/decide/",
+        {
+            "decision": "edit",
+            "arguments": json.dumps({"order_id": "A1", "amount": 100.0, "reason": "broken"}),
+        },
+    )
+    approval.refresh_from_db()
+    assert approval.status == "approved"
+    diff = "<code>amount</code> <del>149.00</del> → <ins>100.00</ins>"
+    assert diff in client_for(people["operator"]).get(f"/runs/{run.pk}/").content.decode()
+    recent = approver.get("/approvals/").content.decode().split("Recently decided", 1)[1]
+    assert diff in recent
+    # Unchanged arguments are not listed.
+    assert "<code>order_id</code>" not in recent
+
+
+def test_an_auto_approved_call_says_which_policy_allowed_it(people: dict) -> None:
+    run = f.make_run(people["operator"])
+    started = f.tool_started(tool="add_customer_note", risk="medium")
+    started["data"]["approval"] = {
+        "by": "policy",
+        "reason": "policy 'notes are fine' allows <add_customer_note>",
+    }
+    f.emit(run, started)
+    body = client_for(people["operator"]).get(f"/runs/{run.pk}/").content.decode()
+    assert "auto-approved" in body
+    assert "policy &#x27;notes are fine&#x27; allows &lt;add_customer_note&gt;" in body
+
+
+# --- run page details ---------------------------------------------------------------------------
+
+
+def test_the_final_answer_is_shown_once(people: dict) -> None:
+    run = f.make_run(people["operator"])
+    answer = "Your refund of 38.00 is on its way."
+    f.emit(
+        run,
+        f.model_called(text=answer, tool=""),
+        {"type": "run_finished", "data": {"final_answer": answer}},
+        status="succeeded",
+    )
+    body = client_for(people["operator"]).get(f"/runs/{run.pk}/").content.decode()
+    assert body.count(answer) == 1
+    assert "Wrote the final answer" in body
+
+
+def test_a_turn_that_was_sent_back_keeps_its_text(people: dict) -> None:
+    run = f.make_run(people["operator"])
+    f.emit(
+        run,
+        f.model_called(text="Done, probably.", tool=""),
+        {"type": "completion_objected", "data": {"validator": "v", "reason": "no"}},
+        f.model_called(text="Refund issued.", tool=""),
+        {"type": "run_finished", "data": {"final_answer": "Refund issued."}},
+        status="succeeded",
+    )
+    body = client_for(people["operator"]).get(f"/runs/{run.pk}/").content.decode()
+    assert "Done, probably." in body and body.count("Refund issued.") == 1
+
+
+def test_prices_come_from_one_table_and_unknown_models_show_a_dash(people: dict) -> None:
+    from agentweb.runs.pricing import cost_usd
+    from agentweb.web import timeline
+
+    known = f.model_called()
+    known["data"]["model"] = "openai:gpt-4o-mini"
+    assert timeline.step_cost(known["data"], "") == cost_usd(
+        "openai:gpt-4o-mini", {"input": 350, "output": 40}
+    )
+    run = f.make_run(people["operator"])
+    run.model = "openai:mystery-9"
+    run.save(update_fields=["model"])
+    unknown = f.model_called()
+    unknown["data"]["model"] = "openai:mystery-9"
+    f.emit(run, unknown)
+    assert timeline.step_cost(unknown["data"], "") is None
+    body = client_for(people["operator"]).get(f"/runs/{run.pk}/").content.decode()
+    assert "350 in / 40 out · —" in body
+    cost = body.split("<dt>Cost</dt>", 1)[1].split("</dd>", 1)[0]
+    assert "—" in cost and "$" not in cost
+    # What the engine stored wins over the table (an unknown model stored as null).
+    stored = f.model_called()
+    stored["data"].update(model="openai:gpt-4o", cost_usd=None)
+    assert timeline.step_cost(stored["data"], "") is None
+
+
+def test_short_times_read_like_people_say_them(people: dict) -> None:
+    from agentweb.web.templatetags.agentweb_ui import ago, duration, seconds, since
+
+    now = timezone.now()
+    assert ago(now) == "just now" and ago(now - timedelta(seconds=59)) == "just now"
+    assert ago(now - timedelta(minutes=1)) == "1 minute ago"
+    assert ago(now - timedelta(hours=3)) == "3 hours ago"
+    assert ago(now + timedelta(seconds=5)) == "just now"  # a clock slightly ahead
+    assert since(now, now) == "<1s" and since(now - timedelta(seconds=5), now) == "5s"
+    assert (
+        duration(74_000) == "1m 14s"
+        and duration(400) == "<1s"
+        and duration("x") == "—"
+        and duration("inf") == "—"
+    )
+    assert seconds(200) == "0.2 s" and seconds(float("nan")) == "—"
+
+
+def test_cancel_asks_first_and_results_sit_under_their_calls(people: dict) -> None:
+    run = f.make_run(people["operator"])
+    finished = f.tool_finished()
+    finished["data"]["duration_ms"] = 200
+    f.emit(run, f.tool_started(), finished)
+    body = client_for(people["operator"]).get(f"/runs/{run.pk}/").content.decode()
+    assert 'data-confirm="Cancel run #' in body
+    assert "+0.2 s" in body and "↳" in body
+
+
+def test_the_timing_strip_shows_the_wait_for_approval(people: dict) -> None:
+    from agentweb.runs.models import RunEvent
+
+    run = f.make_run(people["operator"])
+    f.emit(run, f.model_called())
+    approval = f.request_approval(run)
+    RunEvent.objects.filter(run=run, type="approval_requested").update(
+        at=timezone.now() - timedelta(seconds=74, milliseconds=300)
+    )
+    client_for(people["approver"]).post(
+        f"/approvals/{approval.pk}/decide/", {"decision": "approve"}
+    )
+    body = client_for(people["operator"]).get(f"/runs/{run.pk}/").content.decode()
+    assert 'class="seg seg-wait"' in body
+    assert "waiting for approval 1m 14s" in body

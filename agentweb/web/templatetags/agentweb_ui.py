@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from typing import Any
 
@@ -35,10 +36,46 @@ def ms(value: Any) -> str:
 
 
 @register.filter
-def usd(value: Any) -> str:
+def duration(value: Any) -> str:
+    """Milliseconds as a compact duration: <1s, 12s, 1m 14s, 2h 03m."""
+    try:
+        seconds = float(value) / 1000
+    except (TypeError, ValueError):
+        return "—"
+    if not math.isfinite(seconds):
+        return "—"
+    if seconds < 1:
+        return "<1s"
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m {whole % 60:02d}s"
+    return f"{whole // 3600}h {(whole % 3600) // 60:02d}m"
+
+
+@register.filter
+def seconds(value: Any) -> str:
+    """Milliseconds as seconds with one decimal (0.2 s, 12.5 s): relative step times."""
     try:
         number = float(value)
     except (TypeError, ValueError):
+        return "—"
+    if not 0 <= number < float("inf"):
+        return "—"
+    if number >= 60_000:
+        return duration(number)
+    return f"{number / 1000:.1f} s"
+
+
+@register.filter
+def usd(value: Any) -> str:
+    """Dollars; "—" when the price is unknown (None), never an invented figure."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return "—"
+    if not math.isfinite(number):
         return "—"
     if number == 0:
         return "$0"
@@ -157,3 +194,31 @@ def approval_reason(value: Any) -> str:
 def status_label(status: Any) -> str:
     """A run status in words ("Waiting on approver")."""
     return _outcome.status_label(str(status or ""))
+
+
+def _value_text(value: Any) -> str:
+    if value is None:
+        return "(none)"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.2f}" if value == value and round(value, 2) == value else repr(value)
+    if isinstance(value, str):
+        return value
+    return _pretty(value)
+
+
+@register.filter
+def arg_changes(approval: Any) -> list[tuple[str, str, str]]:
+    """What a person changed when approving with edited arguments: (name, before, after)
+    for each argument that differs, in the order of the asked arguments."""
+    edited = getattr(approval, "edited_arguments", None)
+    asked = getattr(approval, "arguments", None)
+    if not isinstance(edited, dict) or not isinstance(asked, dict):
+        return []
+    names = list(asked) + [k for k in edited if k not in asked]
+    return [
+        (str(k), _value_text(asked.get(k)), _value_text(edited.get(k)))
+        for k in names
+        if _pretty(asked.get(k)) != _pretty(edited.get(k))
+    ]
