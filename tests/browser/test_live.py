@@ -108,7 +108,7 @@ def test_a_second_person_approves_a_refund_and_the_run_continues_live(login: Any
     assert len(decided) == 2
     assert all("Approved" in d and "approver" in d for d in decided)
     finished = page.locator(".ev-tool_call_finished").all_inner_texts()
-    assert any("issue_refund" in t and "ok" in t for t in finished)
+    assert any("issue_refund" in t and "✓ result" in t for t in finished)
     assert_every_step_once_in_order(operator, run_id)
     assert set(Approval.objects.filter(run_id=run_id).values_list("status", flat=True)) == {
         "approved"
