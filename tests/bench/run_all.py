@@ -25,6 +25,7 @@ BENCHES = [
     ("delegation: coordinator + 5 children", "bench_delegation.py", []),
     ("PostgreSQL connections under 24 polling API clients", "bench_connections.py", []),
     ("observability costs (/metrics scrape, spans per step)", "bench_metrics.py", []),
+    ("workbench isolation costs", "bench_workbench.py", []),
 ]
 
 

@@ -16,7 +16,9 @@ from agentweb.runtime.tools import ToolContext
 from tools.workbench import python as python_tool
 from tools.workbench import sandbox, workspace
 
-pytestmark = pytest.mark.skipif(
+# Where bubblewrap works (CI installs it) every isolation test runs; the refusal tests at
+# the end run everywhere.
+needs_bwrap = pytest.mark.skipif(
     sandbox.unavailable_reason() is not None, reason=str(sandbox.unavailable_reason())
 )
 
@@ -38,6 +40,7 @@ def call_tool(code: str, ctx: ToolContext):
     return run_tools([Invocation(python_tool.run_python, parsed, ctx, 30)])[0]
 
 
+@needs_bwrap
 def test_it_runs_code_in_the_workspace(ws: Path) -> None:
     done = run("import os; open('out.txt', 'w').write('42'); print(os.getcwd())", ws)
     assert done.exit_code == 0
@@ -45,6 +48,7 @@ def test_it_runs_code_in_the_workspace(ws: Path) -> None:
     assert (ws / "out.txt").read_text() == "42"
 
 
+@needs_bwrap
 def test_it_has_no_network(ws: Path) -> None:
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
@@ -76,6 +80,7 @@ def _accept(server: socket.socket) -> object:
     return "accepted"
 
 
+@needs_bwrap
 def test_an_endless_loop_is_killed_at_the_cpu_limit(ws: Path) -> None:
     started = time.monotonic()
     with pytest.raises(sandbox.LimitExceeded, match="CPU-time limit"):
@@ -83,6 +88,7 @@ def test_an_endless_loop_is_killed_at_the_cpu_limit(ws: Path) -> None:
     assert time.monotonic() - started < 55
 
 
+@needs_bwrap
 def test_a_sleeping_process_and_its_children_are_killed_at_the_wall_clock(ws: Path) -> None:
     marker = f"{os.getpid()}.{time.monotonic_ns() % 100000}"
     code = (
@@ -97,11 +103,13 @@ def test_a_sleeping_process_and_its_children_are_killed_at_the_wall_clock(ws: Pa
     assert left.stdout.strip() == "", "a child of the sandboxed code outlived the kill"
 
 
+@needs_bwrap
 def test_four_gigabytes_are_refused(ws: Path) -> None:
     with pytest.raises(sandbox.LimitExceeded, match="memory limit"):
         run("x = bytearray(4 * 1024**3)\nprint('allocated')", ws)
 
 
+@needs_bwrap
 def test_fifty_megabytes_of_output_are_cut_to_the_first_64_kib(ws: Path, ctx: ToolContext) -> None:
     res = call_tool("import sys\nsys.stdout.write('x' * 50_000_000)\nprint('end')", ctx)
     assert res.ok, res.error
@@ -112,6 +120,7 @@ def test_fifty_megabytes_of_output_are_cut_to_the_first_64_kib(ws: Path, ctx: To
     assert res.result["truncated"] is True
 
 
+@needs_bwrap
 @pytest.mark.parametrize(
     "target", ["/usr/evil", "/evil", "/tmp/evil", "/etc/evil", "/proc/evil", "/dev/shm/evil"]
 )
@@ -122,6 +131,7 @@ def test_writes_outside_the_workspace_are_refused(ws: Path, target: str) -> None
     assert not Path(target).exists()
 
 
+@needs_bwrap
 def test_host_files_are_invisible(ws: Path, tmp_path: Path) -> None:
     secret = Path("/tmp") / f"h16-secret-{os.getpid()}"
     secret.write_text("host secret")
@@ -136,6 +146,7 @@ def test_host_files_are_invisible(ws: Path, tmp_path: Path) -> None:
         assert line.endswith(" False"), line
 
 
+@needs_bwrap
 def test_the_environment_is_not_inherited(ws: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("H16_SECRET_TOKEN", "sk-do-not-leak")
     done = run("import os, json; print(json.dumps(dict(os.environ)))", ws)
@@ -147,6 +158,7 @@ def test_the_environment_is_not_inherited(ws: Path, monkeypatch: pytest.MonkeyPa
     assert "DATABASE_URL" not in env and "REDIS_URL" not in env
 
 
+@needs_bwrap
 def test_a_limit_is_a_failed_call_naming_it(ctx: ToolContext, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(python_tool, "LIMITS", CPU_BOUND)
     res = call_tool("while True:\n    pass\n", ctx)
