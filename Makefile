@@ -39,7 +39,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	DEBUG=1 DATABASE_URL=postgresql://lint@localhost/lint REDIS_URL=redis://localhost \
-		$(VENV)/bin/mypy agentweb tools
+		$(VENV)/bin/mypy agentweb tools examples
 
 fmt: $(STAMP)
 	$(VENV)/bin/ruff check --fix .

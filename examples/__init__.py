@@ -1,0 +1,1 @@
+"""Example domains built only on agentweb's public integration surface."""
