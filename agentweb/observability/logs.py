@@ -123,6 +123,10 @@ def logging_config(fmt: str, level: str) -> dict[str, Any]:
         "handlers": {"console": handler},
         "root": {"handlers": ["console"], "level": level},
         "loggers": {
+            # Django's defaults give these handlers of their own (plain text, and twice
+            # under DEBUG); here everything goes through the one handler of the root.
+            "django": {"handlers": [], "level": "INFO", "propagate": True},
+            "django.server": {"handlers": [], "level": "INFO", "propagate": True},
             "httpx": {"level": "WARNING"},
             "daphne": {"level": "WARNING"},
             "agentweb.access": {"level": "INFO"},

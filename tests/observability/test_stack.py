@@ -115,6 +115,7 @@ def run_batch(stack: dict[str, Any], people: dict[str, Any]) -> list[int]:
 
 
 def test_metrics_traces_and_logs_cover_every_process(people, stack, sink) -> None:
+    assert httpx.get(f"{stack['url']}/metrics").status_code == 401  # Django logs a warning
     before = scrape(stack["url"])
     ids = run_batch(stack, people)
 
@@ -193,6 +194,7 @@ def test_metrics_traces_and_logs_cover_every_process(people, stack, sink) -> Non
     access = [x for x in web if x["logger"] == "agentweb.access"]
     assert any(x["path"] == "/api/runs" and x["method"] == "POST" for x in access)
     assert any(x["path"] == "/metrics" and x["status"] == 200 for x in access)
+    assert any(x["logger"] == "django.request" and x["status_code"] == 401 for x in web)
     workers = [x for proc in stack["workers"] for x in lines(proc)]
     assert {x["process"] for x in workers} == {"worker"}
     assert any(x["message"].endswith(" ready.") for x in workers)

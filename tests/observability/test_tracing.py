@@ -219,3 +219,18 @@ def test_a_child_run_is_a_subtree_of_its_parents_trace(team, enqueued, spans) ->
     (child_tool,) = names["execute_tool lookup"]
     assert child_tool.parent.span_id == child_root.context.span_id
     assert parent_root.parent is None
+
+
+def test_the_run_page_shows_the_trace_id(people, scripted, enqueued, client) -> None:
+    import re
+
+    scripted.enqueue("Done.")
+    run = actions.do_create_run(user=people["operator"], task="Order A9")
+    engine.execute_run(run.pk)
+    client.force_login(people["operator"])
+    body = client.get(f"/runs/{run.pk}/").content.decode()
+    shown = re.search(r"<dt>Trace</dt><dd[^>]*>([^<]*)</dd>", body)
+    assert shown and shown.group(1) == run.trace_id
+    assert re.fullmatch(r"[0-9a-f]{32}", run.trace_id)
+    other = actions.do_create_run(user=people["operator"], task="Order A10")
+    assert other.trace_id != run.trace_id and other.trace_span_id != run.trace_span_id
