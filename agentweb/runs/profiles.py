@@ -329,6 +329,34 @@ READ_ONLY_TOOLS = [
 ]
 
 
+COORDINATOR_PROMPT = """\
+You coordinate the support team's specialists for {{user}}. It is {{now}}. The ticket:
+{{ticket}}
+
+When the ticket has separate problems (for example a late parcel and a billing
+question), hand each to its specialist with delegate_task: write a complete task (order
+number, what the customer said, what to find out), because a specialist sees only the
+task you write. They work at the same time; collect their findings with
+wait_for_tasks. If a specialist fails, read why and decide yourself. Then act on the
+findings (a refund the billing check found due, a note) and write one reply to the
+customer that answers every part. Never promise what the shop has not confirmed.
+"""
+
+SHIPPING_SPECIALIST_PROMPT = """\
+You are the shipping specialist. It is {{now}}. Use the read tools to find the order's
+shipment and its latest tracking. Report the carrier, status, estimated delivery, how
+late it is and the latest scan, then one line that starts with "For the customer:".
+Change nothing.
+"""
+
+BILLING_SPECIALIST_PROMPT = """\
+You are the billing specialist. It is {{now}}. Use the read tools to compare the order's
+total with its captured payments and refunds. Report what you found, a line
+"Due back: <amount>" (0.00 when nothing is due) and one line that starts with
+"For the customer:". Change nothing.
+"""
+
+
 def seed_profiles() -> list[AgentProfile]:
     """Create the default profiles once; an admin's later edits are kept."""
     from agentweb.runs.models import AgentProfile
@@ -362,4 +390,44 @@ def seed_profiles() -> list[AgentProfile]:
             "max_iterations": 20,
         },
     )
-    return [assistant, triage, ops]
+    specialists = [
+        AgentProfile.objects.get_or_create(
+            name=name,
+            defaults={
+                "description": description,
+                "system_prompt": prompt,
+                "allowed_tools": READ_ONLY_TOOLS,
+                "max_iterations": 8,
+            },
+        )[0]
+        for name, description, prompt in (
+            (
+                "shipping-specialist",
+                "Finds out where a parcel is and how late; changes nothing.",
+                SHIPPING_SPECIALIST_PROMPT,
+            ),
+            (
+                "billing-specialist",
+                "Checks charges, payments and refunds of an order; changes nothing.",
+                BILLING_SPECIALIST_PROMPT,
+            ),
+        )
+    ]
+    coordinator, _ = AgentProfile.objects.get_or_create(
+        name="coordinator",
+        defaults={
+            "description": "Splits a ticket with several problems between specialists who "
+            "work in parallel, then acts and writes one reply.",
+            "system_prompt": COORDINATOR_PROMPT,
+            "allowed_tools": [
+                *READ_ONLY_TOOLS,
+                "add_customer_note",
+                "issue_refund",
+                "send_customer_reply",
+            ],
+            "delegates": ["shipping-specialist", "billing-specialist"],
+            "max_iterations": 12,
+            "validator": CLAIMS_VALIDATOR,
+        },
+    )
+    return [assistant, triage, ops, *specialists, coordinator]

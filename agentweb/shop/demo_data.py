@@ -215,7 +215,7 @@ def _customers(rng: random.Random) -> list[Customer]:
 
 
 def _scenario_orders() -> list[_OrderPlan]:
-    """The orders the open tickets are about (A1001 to A1025)."""
+    """The orders the open tickets are about (A1001 to A1026)."""
     b = BASE
     d = _days
     return [
@@ -264,6 +264,9 @@ def _scenario_orders() -> list[_OrderPlan]:
         # general questions
         _OrderPlan("A1024", "C024", "delivered", b - d(20), [("KIT-0104", 1), ("KIT-0106", 1)],
                    carrier="FedEx", shipment_status="delivered", transit_days=2),
+        # late and charged twice: the coordinator hands each part to a specialist
+        _OrderPlan("A1026", "C026", "shipped", b - d(10), [("KIT-0104", 1)], payments=2,
+                   carrier="UPS", shipment_status="in_transit", shipped_days=1, transit_days=4),
         # history: an earlier not-received claim of C002, refunded
         _OrderPlan("A1025", "C002", "delivered", b - d(150), [("ELC-0401", 1)],
                    carrier="UPS", shipment_status="delivered", transit_days=3,
@@ -413,6 +416,10 @@ def _tickets(plan: _Plan) -> None:
         ("C022", "A1022", "Money back for the throw",
          "I've changed my mind about the wool throw from order A1022 and would like my money "
          "back. I've had it for a few months.", "open", 1.7),
+        ("C026", "A1026", "Late parcel, and I was charged twice",
+         "My order A1026 is late: it should have arrived last week and the tracking has not "
+         "moved since. On top of that I was charged twice for it on my card. Please sort out "
+         "both.", "open", 0.08),
         ("C023", None, "Do you ship to Canada?",
          "Hi! Do you ship to Canada, and how long does it take? I'm in Toronto.", "open",
          2.0),

@@ -59,14 +59,12 @@ def models(monkeypatch: pytest.MonkeyPatch, sample_registry: None) -> dict[str, 
 @pytest.fixture
 def team(people: dict[str, Any], models: dict[str, ScriptedModel]) -> dict[str, Any]:
     """coordinator → shipping, billing; shipping may delegate too (to test depth)."""
-    for name in ("billing", "shipping", "coordinator"):
+    for name in ("billing", "shipping", "lead"):
         AgentProfile.objects.create(
             name=name,
             system_prompt=f"You are the {name} agent.",
             model=f"scripted:{name}",
-            delegates={"coordinator": ["shipping", "billing"], "shipping": ["shipping"]}.get(
-                name, []
-            ),
+            delegates={"lead": ["shipping", "billing"], "shipping": ["shipping"]}.get(name, []),
         )
     return {**people, "models": models}
 
@@ -77,7 +75,7 @@ def model(team: dict[str, Any], name: str) -> ScriptedModel:
 
 
 def start(team: dict[str, Any], task: str = "Parcel late and charged twice") -> Run:
-    return actions.do_create_run(user=team["operator"], task=task, agent_name="coordinator")
+    return actions.do_create_run(user=team["operator"], task=task, agent_name="lead")
 
 
 def drain(enqueued: list[int], limit: int = 50) -> list[int]:
@@ -107,7 +105,7 @@ def tool_results(scripted: ScriptedModel, request: int) -> list[ToolMessage]:
 def test_it_delegates_in_parallel_waits_durably_and_resumes_with_the_results(
     team, enqueued
 ) -> None:
-    coordinator = model(team, "coordinator")
+    coordinator = model(team, "lead")
     delegate_a = call("delegate_task", agent="shipping", task="Where is parcel 1Z9?")
     delegate_b = call("delegate_task", agent="billing", task="Was order A1 charged twice?")
     coordinator.enqueue([delegate_a, delegate_b])
@@ -171,7 +169,7 @@ def _wait_for_all(messages: Any) -> Any:
 
 
 def test_a_failed_and_a_cancelled_child_come_back_as_failed_with_the_reason(team, enqueued) -> None:
-    coordinator = model(team, "coordinator")
+    coordinator = model(team, "lead")
     coordinator.enqueue(
         [
             call("delegate_task", agent="shipping", task="Track it"),
@@ -206,7 +204,7 @@ def test_a_failed_and_a_cancelled_child_come_back_as_failed_with_the_reason(team
 
 
 def test_limits_fail_the_call_and_the_run_continues(team, enqueued) -> None:
-    coordinator = model(team, "coordinator")
+    coordinator = model(team, "lead")
     coordinator.enqueue(
         [call("delegate_task", agent="billing", task=f"job {i}") for i in range(11)],
         [call("delegate_task", agent="nobody", task="x")],
@@ -261,7 +259,7 @@ def test_depth_three_may_not_delegate(team, enqueued) -> None:
 
 
 def test_cancelling_the_parent_cancels_its_subtree(team, enqueued) -> None:
-    coordinator, shipping = model(team, "coordinator"), model(team, "shipping")
+    coordinator, shipping = model(team, "lead"), model(team, "shipping")
     coordinator.enqueue(
         [call("delegate_task", agent="shipping", task="Track it")],
         lambda messages, tools: _wait_for_all(messages),
@@ -293,14 +291,14 @@ def test_cancelling_the_parent_cancels_its_subtree(team, enqueued) -> None:
 
 
 def test_four_eyes_inside_a_child_counts_the_top_runs_starter(team, enqueued) -> None:
-    coordinator = model(team, "coordinator")
+    coordinator = model(team, "lead")
     coordinator.enqueue(
         [call("delegate_task", agent="billing", task="Refund 30 on A1")],
         lambda messages, tools: _wait_for_all(messages),
     )
     model(team, "billing").enqueue(call("pay_out", order_id="A1", amount=30), "Refunded 30.")
     # An approver starts the top run: the child's call is still "their" run's call.
-    run = actions.do_create_run(user=team["approver"], task="Refund", agent_name="coordinator")
+    run = actions.do_create_run(user=team["approver"], task="Refund", agent_name="lead")
     enqueued.clear()
     engine.execute_run(run.pk)
     child = run.children.get()
@@ -379,11 +377,11 @@ def test_the_last_child_wakes_the_parent_exactly_once(team, enqueued) -> None:
 
 
 def test_unknown_delegates_are_refused_naming_the_field(team) -> None:
-    profile = AgentProfile(name="lead", system_prompt="x", delegates=["billing", "ghost"])
+    profile = AgentProfile(name="chief", system_prompt="x", delegates=["billing", "ghost"])
     with pytest.raises(ValidationError) as err:
         profile.full_clean()
     assert "ghost" in str(err.value.message_dict["delegates"])
-    AgentProfile(name="lead", system_prompt="x", delegates=["billing", "lead"]).full_clean()
+    AgentProfile(name="chief", system_prompt="x", delegates=["billing", "chief"]).full_clean()
     assert "delegate_task" not in [t.name for t in delegation.tools_for(profile.__class__())]
 
 

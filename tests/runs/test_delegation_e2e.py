@@ -96,11 +96,11 @@ def web(env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 @pytest.fixture
 def team(people: dict[str, Any]) -> dict[str, Any]:
-    for name in ("shipping", "billing", "coordinator"):
+    for name, role in (("shipping", "shipping"), ("billing", "billing"), ("lead", "coordinator")):
         AgentProfile.objects.create(
             name=name,
-            system_prompt=f"You are the {name} agent.",
-            delegates=["shipping", "billing"] if name == "coordinator" else [],
+            system_prompt=f"You are the {role} agent.",
+            delegates=["shipping", "billing"] if name == "lead" else [],
             allowed_tools=["lookup", "pay_out"],
         )
     return people
@@ -121,9 +121,7 @@ def _worker(env: dict[str, str], tmp: Any, threads: int) -> Proc:
 
 
 def _start(web: str, task: str) -> int:
-    created = _client(web, "operator").post(
-        "/api/runs", json={"task": task, "agent": "coordinator"}
-    )
+    created = _client(web, "operator").post("/api/runs", json={"task": task, "agent": "lead"})
     assert created.status_code == 201, created.text
     return int(created.json()["id"])
 

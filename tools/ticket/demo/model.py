@@ -26,6 +26,7 @@ from agentweb.runtime.messages import (
     Usage,
 )
 
+from . import coordinate
 from .address import plan_address
 from .angry import plan_angry
 from .cancel import plan_cancel
@@ -163,7 +164,7 @@ class DemoModel:
                 content="I re-checked what the tools confirmed and corrected my answer.\n\n"
                 + summary_of(c)
             )
-        plan_for = PLANS[scenario_for(c.task)]
+        plan_for = _delegation_plan(c) or PLANS[scenario_for(c.task)]
         for _ in range(len(WRITES) + 10):
             plan = plan_for(c)
             if isinstance(plan, Answer):
@@ -185,6 +186,17 @@ class DemoModel:
             ToolCall(id=f"call_{c.digest}_{base + i + 1:02d}", name=name, arguments=args)
             for i, (name, args, _why) in enumerate(calls)
         ]
+
+
+def _delegation_plan(c: Conversation) -> Callable[[Conversation], Plan] | None:
+    """A coordinator's ticket with a delivery and a billing part, or a specialist's task."""
+    if coordinate.wants_delegation(c):
+        return coordinate.plan_coordinate
+    if c.task.startswith(coordinate.SHIPPING_TASK):
+        return coordinate.plan_shipping_check
+    if c.task.startswith(coordinate.BILLING_TASK):
+        return coordinate.plan_billing_check
+    return None
 
 
 def _chunks(text: str, words: int = 3) -> list[str]:
