@@ -170,6 +170,13 @@ for _item in AGENTWEB_HTTP_ALLOW:
         raise ImproperlyConfigured(
             f"AGENTWEB_HTTP_ALLOW: {_item!r} is not an IP address or CIDR network"
         ) from None
+# A model call's overall deadline (retries included), besides the provider's read timeout.
+AGENTWEB_MODEL_DEADLINE_SECONDS = env_int("AGENTWEB_MODEL_DEADLINE_SECONDS", 120, minimum=1)
+# approval_policies {"<high-risk tool>": "never"} are refused unless this is set.
+AGENTWEB_ALLOW_UNAPPROVED_HIGH_RISK = env_bool("AGENTWEB_ALLOW_UNAPPROVED_HIGH_RISK", False)
+# Test-only fault injection: the worker process exits (os._exit) at this named point of a
+# step (see agentweb/runs/faults.py). Unset in every real installation.
+AGENTWEB_TEST_CRASH_AT = env_str("AGENTWEB_TEST_CRASH_AT")
 for _name in ("OPENAI", "ANTHROPIC"):
     _base = env_str(f"{_name}_BASE_URL")
     if _base and not _base.startswith(("http://", "https://")):

@@ -18,6 +18,7 @@ from django.utils import timezone
 from agentweb.observability.steps import events_stored as observe_stored
 from agentweb.runs import publish
 from agentweb.runs.models import AgentProfile, Approval, AuditEntry, Run, RunEvent, arguments_hash
+from agentweb.runtime.tools import ToolError
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +34,11 @@ class ActionError(Exception):
     code = "invalid"
     status = 400
 
-    def __init__(self, message: str, *, details: Any = None) -> None:
+    def __init__(self, message: str, *, details: Any = None, extra: Any = None) -> None:
         super().__init__(message)
         self.message = message
         self.details = details
+        self.extra: dict[str, Any] = dict(extra or {})  # top-level keys beside "error"
 
 
 class NotAllowed(ActionError):
@@ -45,6 +47,12 @@ class NotAllowed(ActionError):
 
 class Conflict(ActionError):
     code, status = "conflict", 409
+
+
+class TicketBusy(Conflict):
+    """The ticket has a run that is not finished; ``extra["active_run"]`` names it."""
+
+    code = "ticket_busy"
 
 
 class InvalidArguments(ActionError):
@@ -118,6 +126,16 @@ def do_create_run(
         if not task:
             task = f"Handle ticket #{ticket.pk}: {ticket.subject}\n\n{ticket.body}"
     with transaction.atomic():
+        if ticket is not None:
+            # One active run per ticket: the ticket's row lock orders simultaneous starts.
+            Ticket.objects.select_for_update().filter(pk=ticket.pk).first()
+            active = active_run_for_ticket(ticket.pk)
+            if active is not None:
+                raise TicketBusy(
+                    f"ticket {ticket.pk} already has run {active} in progress; follow or "
+                    "cancel it before starting another",
+                    extra={"active_run": active},
+                )
         run = Run.objects.create(
             lease_expires_at=timezone.now() + QUEUE_GRACE,
             task=task,
@@ -131,6 +149,15 @@ def do_create_run(
         )
         _enqueue_on_commit(run.pk)
     return run
+
+
+def active_run_for_ticket(ticket_id: int) -> int | None:
+    """The ticket's queued, running or waiting top-level run, if any (sub-runs it
+    delegated to do not count)."""
+    runs = Run.objects.filter(ticket_id=ticket_id, status__in=Run.ACTIVE)
+    if any(f.name == "parent" for f in Run._meta.get_fields()):
+        runs = runs.filter(**{"parent__isnull": True})
+    return runs.order_by("-created_at").values_list("pk", flat=True).first()
 
 
 def _enqueue_on_commit(run_id: int) -> None:
@@ -183,6 +210,36 @@ def finish_cancelled(run: Run, *, by: str = "") -> None:
     from agentweb.runs import delegation
 
     delegation.run_ended(run)  # report to the parent; cancel the children
+
+
+# --- agent profiles --------------------------------------------------------------------
+
+
+def do_save_profile(profile: AgentProfile, *, actor: User | None) -> AgentProfile:
+    """Store an edited (or new) agent profile. A change of its approval policies is in
+    the audit log with the policies before and after, whoever made it and however (page,
+    API, import)."""
+    with transaction.atomic():
+        before: Any = {}
+        if profile.pk is not None:
+            before = (
+                AgentProfile.objects.select_for_update()
+                .filter(pk=profile.pk)
+                .values_list("approval_policies", flat=True)
+                .first()
+            ) or {}
+        profile.save()
+        after = profile.approval_policies or {}
+        if before != after:
+            audit(
+                "approval_policies_changed",
+                actor=actor,
+                run=None,
+                agent=profile.name,
+                before=before,
+                after=after,
+            )
+    return profile
 
 
 # --- approvals ------------------------------------------------------------------------
@@ -300,9 +357,14 @@ def validate_tool_arguments(tool_name: str, arguments: dict[str, Any]) -> dict[s
     if tool is None:
         raise InvalidArguments(f"tool {tool_name!r} is not loaded in this installation")
     try:
-        return dict(tool.validate(arguments))
+        validated = dict(tool.validate(arguments))
     except Exception as exc:
         raise InvalidArguments(f"arguments do not fit {tool_name}: {exc}") from exc
+    try:  # the tool's own rules on what the arguments mean (amount > 0 ...)
+        tool.check_arguments(validated)
+    except ToolError as exc:
+        raise InvalidArguments(str(exc)) from exc
+    return validated
 
 
 def do_expire_approvals(now: Any = None) -> int:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import copy
 import functools
 import importlib
-import json
 import re
 import threading
 from collections.abc import Callable
@@ -143,49 +141,6 @@ def allowed_tools(profile: AgentProfile) -> list[str]:
     return [name for name in profile.allowed_tools if name in names]
 
 
-def _policy_predicate(rule: Any) -> Any:
-    """A profile's approval rule for one tool as a predicate over the arguments."""
-    if rule is None or rule == "default":
-        return None
-    if rule == "always":
-        return lambda args: True
-    if rule == "never":
-        return lambda args: False
-    if isinstance(rule, dict) and "argument" in rule and "at_least" in rule:
-        name, limit = rule["argument"], float(rule["at_least"])
-
-        def needs(args: dict[str, Any]) -> bool:
-            try:
-                return float(args.get(name, 0)) >= limit
-            except (TypeError, ValueError):
-                return True  # fail closed
-
-        return needs
-    return lambda args: True  # an unreadable policy fails closed
-
-
-@functools.lru_cache(maxsize=64)
-def _profile_tools(profile_id: int, version: str, policies: str) -> ToolRegistry:
-    """The registry with the profile's approval policies applied (cached per profile
-    version). Tools are shallow copies: schemas are built once, at registration."""
-    rules = json.loads(policies)
-    tools = []
-    for tool in registry():
-        predicate = _policy_predicate(rules.get(tool.name))
-        if predicate is not None:
-            tool = copy.copy(tool)
-            tool.approval = predicate
-        tools.append(tool)
-    return ToolRegistry(tools)
-
-
-def profile_tools(profile: AgentProfile) -> ToolRegistry:
-    if not profile.approval_policies:
-        return registry()
-    policies = json.dumps(profile.approval_policies, sort_keys=True)
-    return _profile_tools(profile.pk, profile.updated_at.isoformat(), policies)
-
-
 def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
     profile = run.agent
     spec = run.model or settings.AGENTWEB_MODEL
@@ -202,7 +157,7 @@ def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
         top_n=None if getattr(model, "scripted", False) else profile.top_n,
         **context_hints().options(),
     )
-    tools = policy.with_search_tool(profile_tools(profile).subset(allowed_tools(profile)))
+    tools = policy.with_search_tool(registry().subset(allowed_tools(profile)))
     from agentweb.runs.delegation import tools_for
 
     delegation_tools = tools_for(profile)  # delegate_task, wait_for_tasks
@@ -216,10 +171,15 @@ def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
         stream=settings.AGENTWEB_STREAM,
         max_reply_chars=settings.AGENTWEB_MAX_REPLY_CHARS,
         vision=profile.vision,
+        # The profile's approval rules wrap the tools' own (runtime.approvals); totals
+        # of earlier calls come from the journal and the approvals (runs.policies).
+        approval_policies=dict(profile.approval_policies or {}),
+        model_deadline=float(settings.AGENTWEB_MODEL_DEADLINE_SECONDS),
     )
     # Completion validator: only the one the profile names (none by default).
     validator = load_validator(profile.validator) if profile.validator else None
     from agentweb.runs.images import DbImageStore
+    from agentweb.runs.policies import prior_total
 
     return Agent(
         model=model,
@@ -230,6 +190,7 @@ def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
         journal=journal,
         context_policy=policy,
         image_store=DbImageStore(run),
+        prior_total=prior_total,
     )
 
 

@@ -28,11 +28,13 @@ View = Callable[..., HttpResponse]
 MAX_EVENTS = 1000
 
 
-def error(status: int, code: str, message: str, details: Any = None) -> JsonResponse:
+def error(
+    status: int, code: str, message: str, details: Any = None, extra: Any = None
+) -> JsonResponse:
     body: dict[str, Any] = {"code": code, "message": message}
     if details is not None:
         body["details"] = details
-    return JsonResponse({"error": body}, status=status)
+    return JsonResponse({"error": body, **(extra or {})}, status=status)
 
 
 def _token_user(request: HttpRequest) -> User | None:
@@ -74,7 +76,7 @@ def api_view(methods: tuple[str, ...]) -> Callable[[View], View]:
             try:
                 return view(request, *args, **kwargs)
             except actions.ActionError as exc:
-                return error(exc.status, exc.code, exc.message, exc.details)
+                return error(exc.status, exc.code, exc.message, exc.details, exc.extra)
 
         return wrapper
 

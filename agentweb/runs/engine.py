@@ -9,6 +9,7 @@ here waits for a person.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import socket
@@ -28,6 +29,7 @@ from django.utils import timezone
 from agentweb.observability import steps as observe
 from agentweb.runs import actions, delegation, publish
 from agentweb.runs.agents import build_agent, registry, run_context
+from agentweb.runs.faults import crash_point
 from agentweb.runs.journal import DbJournal
 from agentweb.runs.models import Approval, Run, ToolExecution, arguments_hash
 from agentweb.runs.pricing import cost_usd
@@ -40,6 +42,7 @@ from agentweb.runtime.loop import (
     NeedsApproval,
     NeedsSubtasks,
 )
+from agentweb.runtime.messages import SystemMessage
 from agentweb.runtime.tools import ToolContext
 
 log = logging.getLogger(__name__)
@@ -73,27 +76,44 @@ def claim(run_id: int, owner: str) -> bool:
     )
 
 
+class _Held:
+    """Flags the keeper sets for one held run: its lease was lost, a cancel was asked."""
+
+    __slots__ = ("cancel", "lost")
+
+    def __init__(self) -> None:
+        self.lost = threading.Event()
+        self.cancel = threading.Event()
+
+
+#: How often the keeper looks for cancel requests of the runs it holds (one query for
+#: all of them), so a cancel lands within about this long plus the transport's poll.
+CANCEL_POLL_SECONDS = 0.5
+
+
 class _LeaseKeeper:
     """One thread per worker process renews the leases of every run the process holds,
     in one UPDATE per beat, while the runs' threads are busy in model or tool calls.
     A lease that could not be renewed (another worker took the run over) is reported
-    lost, and that run's thread stops at its next step boundary."""
+    lost, and that run's thread stops at its next step boundary. The same thread
+    notices cancel requests (every ``CANCEL_POLL_SECONDS``): the run's model call is
+    abandoned at once and no tool of that step runs."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._held: dict[str, threading.Event] = {}  # lease owner -> "lost" flag
+        self._held: dict[str, _Held] = {}  # lease owner -> its flags
         self._thread: threading.Thread | None = None
         self._pid = 0
 
-    def hold(self, owner: str) -> threading.Event:
-        lost = threading.Event()
+    def hold(self, owner: str) -> _Held:
+        held = _Held()
         with self._lock:
-            self._held[owner] = lost
+            self._held[owner] = held
             if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
                 self._pid = os.getpid()
                 self._thread = threading.Thread(target=self._beat, name="lease-keeper", daemon=True)
                 self._thread.start()
-        return lost
+        return held
 
     def release(self, owner: str) -> None:
         with self._lock:
@@ -101,12 +121,17 @@ class _LeaseKeeper:
 
     def _beat(self) -> None:
         interval = max(0.5, settings.AGENTWEB_LEASE_SECONDS / 3)
+        next_renewal = time.monotonic() + interval
         while True:
-            time.sleep(interval)
+            time.sleep(CANCEL_POLL_SECONDS)
             with self._lock:
                 held = dict(self._held)
             if not held:
                 continue
+            self._look_for_cancels(held)
+            if time.monotonic() < next_renewal:
+                continue
+            next_renewal = time.monotonic() + interval
             try:
                 Run.objects.filter(lease_owner__in=held, status=Run.Status.RUNNING).update(
                     lease_expires_at=timezone.now() + _lease()
@@ -120,12 +145,25 @@ class _LeaseKeeper:
                 log.warning("lease renewal failed", exc_info=True)
                 close_old_connections()
                 continue
-            for owner, lost in held.items():
+            for owner, flags in held.items():
                 if owner not in kept:
                     with self._lock:
                         still_held = owner in self._held
                     if still_held:  # not a run that just finished or paused
-                        lost.set()
+                        flags.lost.set()
+
+    @staticmethod
+    def _look_for_cancels(held: dict[str, _Held]) -> None:
+        waiting = [owner for owner, flags in held.items() if not flags.cancel.is_set()]
+        if not waiting:
+            return
+        try:
+            asked = Run.objects.filter(lease_owner__in=waiting, cancel_requested=True)
+            for owner in asked.values_list("lease_owner", flat=True):
+                held[owner].cancel.set()
+        except Exception:
+            log.warning("looking for cancel requests failed", exc_info=True)
+            close_old_connections()
 
 
 _leases = _LeaseKeeper()
@@ -138,9 +176,9 @@ def execute_run(run_id: int) -> str | None:
     owner = f"{WORKER_ID}:{uuid.uuid4().hex[:8]}"
     if not claim(run_id, owner):
         return None
-    lost = _leases.hold(owner)
+    held = _leases.hold(owner)
     try:
-        return _drive(run_id, owner, lost)
+        return _drive(run_id, owner, held)
     except LeaseLost:
         log.warning("run %s: lease lost to another worker; stopping", run_id)
         return None
@@ -182,7 +220,7 @@ def _after_crash(run_id: int, owner: str, exc: Exception) -> str | None:
     return Run.Status.FAILED
 
 
-def _drive(run_id: int, owner: str, lost: threading.Event) -> str:
+def _drive(run_id: int, owner: str, held: _Held) -> str:
     run = Run.objects.select_related("agent", "created_by", "ticket__customer").get(pk=run_id)
     journal = DbJournal(run, tool_of=registry().get, risk_of=lambda name: _risk(run, name))
     agent = build_agent(run, journal)
@@ -192,6 +230,7 @@ def _drive(run_id: int, owner: str, lost: threading.Event) -> str:
     )
     if run.state is None:
         state = agent.start(run.task, context=facts)
+        _tell_what_earlier_runs_did(run, state)
     else:
         state = LoopState.from_json(run.state)
         decisions = _decisions_for(run, state)
@@ -201,17 +240,64 @@ def _drive(run_id: int, owner: str, lost: threading.Event) -> str:
             events = [e for e in agent.decide(state, decisions) if e.type != "approval_decided"]
             _persist(run, owner, state, [e.to_json() for e in events], None, journal)
     while True:
-        if lost.is_set():
+        if held.lost.is_set():
             raise LeaseLost
         if run.cancel_requested:  # read under the row lock by the previous _persist
             return _persist(run, owner, state, [], Cancelled(), journal)
         deltas = _DeltaPublisher(run.pk) if agent.config.stream else None
-        step = agent.step(state, on_delta=deltas, tool_context=context)
+        step = agent.step(state, on_delta=deltas, tool_context=context, cancel=held.cancel.is_set)
         observe.step_finished()  # the end of the step's spans
         outcome = step.outcome
-        status = _persist(run, owner, state, [e.to_json() for e in step.events], outcome, journal)
+        stored = [e.to_json() for e in step.events]
+        calls = [
+            c["name"]
+            for e in stored
+            if e["type"] == "model_called"
+            for c in e["data"]["tool_calls"]
+        ]
+        if any(e["type"] == "model_called" for e in stored):
+            crash_point("reply_received", calls)
+        status = _persist(run, owner, state, stored, outcome, journal)
+        if calls:
+            crash_point("reply_stored", calls)
         if outcome is not None:
             return status
+
+
+def _tell_what_earlier_runs_did(run: Run, state: LoopState) -> None:
+    """A new run on a ticket sees the actions earlier runs on it carried out, so it does
+    not refund or write twice without knowing (a note in its system prompt)."""
+    if run.ticket_id is None:
+        return
+    done = (
+        ToolExecution.objects.filter(
+            run__ticket_id=run.ticket_id,
+            run__created_at__lt=run.created_at,
+            status=ToolExecution.Status.SUCCEEDED,
+        )
+        .exclude(run=run)
+        .order_by("started_at")
+        .values_list("run_id", "tool", "arguments", "finished_at")
+    )
+    lines = []
+    for run_id, tool, arguments, finished_at in done[:200]:
+        if _risk(run, tool) == "low":
+            continue
+        when = finished_at.strftime("%Y-%m-%d %H:%M UTC") if finished_at else "?"
+        args = json.dumps(arguments, sort_keys=True, ensure_ascii=False)[:500]
+        lines.append(f"- run {run_id}, {when}: {tool} {args} (done)")
+    if not lines:
+        return
+    note = (
+        "Earlier runs on this ticket already carried out these actions. They happened; do "
+        "not repeat one unless the facts show it is still needed, and say so if you do:\n"
+        + "\n".join(lines[-50:])
+    )
+    first = state.messages[0] if state.messages else None
+    if isinstance(first, SystemMessage):
+        first.content = f"{first.content}\n\n{note}"
+    else:
+        state.messages.insert(0, SystemMessage(content=note))
 
 
 def _risk(run: Run, tool_name: str) -> str:
@@ -335,6 +421,9 @@ def _persist(
         for key, value in update.items():
             setattr(run, key, value)
         if isinstance(outcome, Cancelled):
+            # The step's own events (a model reply that came in) are kept; the run's
+            # cancellation is told once, by the action that closes the run.
+            actions.append_events(run, [e for e in events if e["type"] != "run_cancelled"])
             Run.objects.filter(pk=run.pk).update(**update)
             actions.finish_cancelled(run, by="request")
         else:
@@ -342,6 +431,10 @@ def _persist(
             Run.objects.filter(pk=run.pk).update(last_seq=run.last_seq, **update)
             if run.status in Run.FINAL:
                 delegation.run_ended(run)
+        crash_point(
+            "step_committing",
+            [e["data"].get("tool", "") for e in events if e["type"] == "tool_call_finished"],
+        )
         return run.status
 
 

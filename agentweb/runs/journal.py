@@ -13,9 +13,11 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from agentweb.runs.faults import crash_point
 from agentweb.runs.models import AuditEntry, Run, ToolExecution
 from agentweb.runtime.loop import PriorExecution
 from agentweb.runtime.tools import Tool
@@ -54,6 +56,7 @@ class DbJournal:
                 ToolExecution.objects.create(
                     run=self.run, call_id=call_id, tool=tool, arguments=arguments
                 )
+            crash_point("tool_begun", [tool])
         except IntegrityError:
             prior = ToolExecution.objects.get(run=self.run, call_id=call_id)
             # "unknown" (a crash mid-call, not yet cleared by a person) reads as "started".
@@ -77,6 +80,8 @@ class DbJournal:
         now = timezone.now()
         with self._lock:
             deferred = self._deferred.get(call_id)
+        tool = deferred.tool if deferred is not None else self._tool_name(call_id)
+        crash_point("tool_returned", [tool])
         if deferred is not None:
             deferred.status, deferred.result, deferred.error = status, result, error or ""
             deferred.finished_at, deferred.duration_ms = now, duration_ms
@@ -106,6 +111,13 @@ class DbJournal:
                         "requested_by": self.run.created_by.get_username(),
                     },
                 )
+        crash_point("tool_recorded", [tool])
+
+    def _tool_name(self, call_id: str) -> str:
+        if not settings.AGENTWEB_TEST_CRASH_AT:
+            return ""
+        row = ToolExecution.objects.filter(run=self.run, call_id=call_id).only("tool").first()
+        return row.tool if row is not None else ""
 
     def save_deferred(self) -> None:
         """Write the reads' rows; called inside the step's transaction."""

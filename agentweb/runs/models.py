@@ -68,6 +68,15 @@ class AgentProfile(models.Model):
         value = str(self.tool_selection).strip()
         return int(value) if value.isdigit() and int(value) > 0 else None
 
+    def _risk_of(self, tool: str) -> str:
+        """The tool's risk for this profile (its override, else the tool's own)."""
+        from agentweb.runs.policies import _tool_risk
+
+        override = (
+            (self.risk_overrides or {}).get(tool) if isinstance(self.risk_overrides, dict) else None
+        )
+        return str(override) if override else _tool_risk(tool)
+
     def clean(self) -> None:
         # The one place profile fields are checked: the admin, the /agents/ form, the
         # API and `agents import` all call full_clean(). The checks that need the loaded
@@ -83,20 +92,11 @@ class AgentProfile(models.Model):
             value in ("low", "medium", "high") for value in self.risk_overrides.values()
         ):
             errors["risk_overrides"] = 'an object of tool: "low" | "medium" | "high"'
-        policies = self.approval_policies
-        if not isinstance(policies, dict) or not all(
-            rule in ("always", "never", "default")
-            or (
-                isinstance(rule, dict)
-                and set(rule) == {"argument", "at_least"}
-                and isinstance(rule["at_least"], int | float)
-            )
-            for rule in policies.values()
-        ):
-            errors["approval_policies"] = (
-                'an object of tool: "always" | "never" | "default" | '
-                '{"argument": "amount", "at_least": 20}'
-            )
+        from agentweb.runs.policies import policy_errors
+
+        policy_error = policy_errors(self.approval_policies, self._risk_of)
+        if policy_error:
+            errors["approval_policies"] = policy_error
         delegates = self.delegates
         if not isinstance(delegates, list) or not all(isinstance(n, str) for n in delegates):
             errors["delegates"] = 'a list of agent profile names, e.g. ["billing-specialist"]'

@@ -211,7 +211,8 @@ def save_profile(
     except ValidationError as exc:
         raise ProfileInvalid(field_errors(exc)) from None
     with transaction.atomic():
-        profile.save()
+        # a change of its approval policies is audited with before and after
+        actions.do_save_profile(profile, actor=actor if getattr(actor, "pk", None) else None)
         actions.audit(
             "agent_profile_created" if created else "agent_profile_changed",
             actor=actor if getattr(actor, "pk", None) else None,
@@ -318,6 +319,13 @@ figures. Available tools: {{tools}}.
 
 WORKBENCH_TOOLS = ["run_python", "list_files", "read_file", "write_file", "http_get", "browse"]
 
+#: The ticket assistant's approval rules: a refund needs a person once the refunds on its
+#: order, this one included, reach 20 (earlier ones in any run and in the same reply
+#: count, so splitting a refund does not dodge the approver).
+TICKET_APPROVAL_POLICIES = {
+    "issue_refund": {"argument": "amount", "at_least": 20, "sum_per": "order_id"},
+}
+
 READ_ONLY_TOOLS = [
     "get_order",
     "track_shipment",
@@ -368,6 +376,7 @@ def seed_profiles() -> list[AgentProfile]:
             "system_prompt": TICKET_ASSISTANT_PROMPT,
             "max_iterations": 20,
             "validator": CLAIMS_VALIDATOR,
+            "approval_policies": TICKET_APPROVAL_POLICIES,
         },
     )
     triage, _ = AgentProfile.objects.get_or_create(

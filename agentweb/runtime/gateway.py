@@ -6,8 +6,11 @@ client, timeouts and retries live in ``providers.py`` (settings + transport).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
-from collections.abc import Callable, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -15,14 +18,18 @@ from .messages import AssistantMessage, Message, ToolCall, Usage
 
 __all__ = [
     "CUT_OFF_REASONS",
+    "CallGuard",
     "ConfigError",
     "Model",
     "ModelAuthError",
+    "ModelCancelled",
     "ModelError",
     "ModelHTTPError",
     "ModelResponse",
     "ModelTimeout",
     "ToolSpec",
+    "current_guard",
+    "guarded_call",
     "model_from_config",
 ]
 
@@ -75,6 +82,10 @@ class ModelTimeout(ModelError):
     """The provider did not connect or answer within the timeout."""
 
 
+class ModelCancelled(ModelError):
+    """The caller gave up on the call (its run was cancelled); the connection is closed."""
+
+
 class ModelHTTPError(ModelError):
     """The provider answered with an error (after retries, when retryable)."""
 
@@ -88,6 +99,72 @@ class ModelHTTPError(ModelError):
 
 class ConfigError(ValueError):
     """Bad model configuration; the message names the environment variable."""
+
+
+# -- cancellation and the overall deadline of a model call ---------------------------------
+
+
+@dataclass(slots=True)
+class CallGuard:
+    """What may end a model call early: a cancel flag and an overall deadline.
+
+    The HTTP transport (``providers.py``) checks it while it waits for bytes, at least
+    every ``poll`` seconds, and closes the connection when it fires; a model without
+    HTTP is checked by the loop before and after the call."""
+
+    cancel: Callable[[], bool] | None = None
+    deadline: float | None = None  # time.monotonic() by which the whole reply must be in
+    seconds: float | None = None
+    poll: float = 0.25
+
+    def check(self) -> None:
+        if self.cancel is not None and self.cancel():
+            raise ModelCancelled("the model call was cancelled")
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            raise ModelTimeout(f"no complete reply within the deadline of {self.seconds:g} s")
+
+    def wait(self, limit: float | None) -> float:
+        """How long to block before checking again, at most ``limit``."""
+        wait = self.poll
+        if self.deadline is not None:
+            wait = min(wait, max(0.001, self.deadline - time.monotonic()))
+        if limit is not None:
+            wait = min(wait, max(0.001, limit))
+        return wait
+
+    def sleep(self, seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            self.check()
+            time.sleep(self.wait(left))
+        self.check()
+
+
+_guard: contextvars.ContextVar[CallGuard | None] = contextvars.ContextVar(
+    "agentweb_model_call_guard", default=None
+)
+
+
+def current_guard() -> CallGuard | None:
+    return _guard.get()
+
+
+@contextlib.contextmanager
+def guarded_call(
+    cancel: Callable[[], bool] | None = None, deadline: float | None = None
+) -> Iterator[CallGuard]:
+    """Model calls made inside end with ``ModelCancelled`` once ``cancel()`` is true and
+    with ``ModelTimeout`` after ``deadline`` seconds in all (retries included)."""
+    guard = CallGuard(
+        cancel=cancel,
+        deadline=None if deadline is None else time.monotonic() + deadline,
+        seconds=deadline,
+    )
+    token = _guard.set(guard)
+    try:
+        yield guard
+    finally:
+        _guard.reset(token)
 
 
 @runtime_checkable

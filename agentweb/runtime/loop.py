@@ -22,11 +22,12 @@ from typing import Any, Literal, Protocol
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import events as ev
+from .approvals import ApprovalGate, PriorTotal
 from .compaction import ARGUMENTS_HINT
 from .context import ContextPolicy
 from .events import Event
 from .execution import Invocation, ToolResult, format_for_model, run_tools
-from .gateway import Model, ModelError, ModelResponse
+from .gateway import Model, ModelCancelled, ModelError, ModelResponse, guarded_call
 from .images import MAX_IMAGE_BYTES, MAX_IMAGES_PER_RESULT, ImageStore, MemoryImageStore
 from .messages import (
     AssistantMessage,
@@ -45,7 +46,7 @@ from .parsing import (
     resolve_tool_name,
     split_reasoning,
 )
-from .tools import ToolArgumentError, ToolContext, ToolRegistry
+from .tools import ToolArgumentError, ToolContext, ToolError, ToolRegistry
 
 __all__ = [
     "Agent",
@@ -93,6 +94,10 @@ class AgentConfig(BaseModel):
     max_context_images: int = 4  # images sent per model call (the most recent ones)
     max_empty_replies: int = 3  # empty replies in a row before stopping
     max_reply_chars: int = 100_000  # a reply's text (and reasoning) beyond this is cut; 0: no cap
+    model_deadline: float | None = 120.0  # seconds for a whole model call, retries included
+    # Per tool: "always" | "never" | "default" | {"argument", "at_least", "sum_per"?};
+    # they take precedence over the tools' own rules (see ``approvals``).
+    approval_policies: dict[str, Any] = Field(default_factory=dict)
 
 
 class PendingCall(BaseModel):
@@ -214,6 +219,9 @@ class TurnCall(BaseModel):
     edited: bool = False  # an approver supplied the arguments
     waiting_on: list[Any] | None = None  # suspended (the tool raised ``Suspend``)
     attachments: list[Attachment] = Field(default_factory=list)  # stored images (by ref)
+    fp: str | None = None  # fingerprint of name + arguments (repeat guards)
+    announced: bool = False  # its approval_requested event was emitted
+    policy_reason: str | None = None  # why no person was needed (or why one is)
 
 
 class LoopState(BaseModel):
@@ -299,6 +307,7 @@ class Agent:
         context_policy: ContextPolicy | None = None,
         image_store: ImageStore | None = None,
         validator_name: str | None = None,
+        prior_total: PriorTotal | None = None,
     ) -> None:
         self.model = model
         self.image_store: ImageStore = (
@@ -316,6 +325,7 @@ class Agent:
         self.journal: ExecutionJournal = journal if journal is not None else InMemoryJournal()
         self.context_policy = context_policy or ContextPolicy()
         self._tool_params = {t.name: t.params for t in tools}
+        self.gate = ApprovalGate(config.approval_policies, prior_total)
 
     # -- public API ------------------------------------------------------------------------
 
@@ -344,35 +354,44 @@ class Agent:
         *,
         on_delta: Callable[[str], None] | None = None,
         tool_context: ToolContext | Mapping[str, Any] | None = None,
+        cancel: Callable[[], bool] | None = None,
     ) -> StepResult:
-        """One model call plus the tool calls of that turn (mutates ``state``)."""
+        """One step (mutates ``state``): either one model call, or the tool calls of the
+        reply before it.
+
+        A reply with tool calls ends its step with the calls planned (``state.turn``)
+        and none of them run: the host stores that state, so the reply and its call ids
+        are durable before any side effect, and a recovered run carries on with the
+        same calls instead of asking the model again. The next step runs them.
+
+        ``cancel`` is checked before and after the model call and while it is waiting
+        for the provider (the connection is closed); a cancelled step runs no tool."""
         if state.status in TERMINAL:
             return StepResult([], state.outcome)
         events: list[Event] = []
         if not state.started:
             state.started = True
             events.append(self._run_started(state))
+        cancelled = cancel or _never
+        if cancelled():
+            return StepResult(events + self.cancel(state), Cancelled())
         if state.turn is not None:
-            if any(c.state == "awaiting" and c.decision is None for c in state.turn):
-                state.status = "waiting_approval"
-                return StepResult(events, state.outcome)
-            outcome = self._resume_turn(state, events, tool_context)
-            if outcome is not None:
-                return StepResult(events, outcome)
+            return StepResult(events, self._resume_turn(state, events, tool_context))
         state.status = "running"
         if state.iteration >= self.config.max_iterations:
             reason = f"reached the limit of {self.config.max_iterations} iterations"
             return StepResult(events, self._stop(state, reason, events))
-        response, seen = self._call_model(state, events, on_delta)
+        response, seen = self._call_model(state, events, on_delta, cancel)
         if response is None:
             return StepResult(events, state.outcome)
         message = self._assistant_turn(state, response)
         state.messages.append(message)
         events.append(self._model_called(response, message, state, seen))
+        if cancelled():
+            return StepResult(events + self.cancel(state), Cancelled())
         if not message.tool_calls:
             return StepResult(events, self._complete(state, message.content, events))
-        outcome = self._run_turn(state, message.tool_calls, events, tool_context)
-        return StepResult(events, outcome)
+        return StepResult(events, self._plan_turn(state, message.tool_calls, events))
 
     def decide(self, state: LoopState, decisions: Iterable[Decision]) -> list[Event]:
         """Record human decisions on pending calls; the next ``step`` acts on them.
@@ -433,22 +452,20 @@ class Agent:
         state: LoopState,
         events: list[Event],
         on_delta: Callable[[str], None] | None,
+        cancel: Callable[[], bool] | None = None,
     ) -> tuple[ModelResponse | None, dict[str, Any] | None]:
-        """The model's reply (None when it failed) and what the policy says it was shown."""
+        """The model's reply (None when it failed or was cancelled) and what the policy
+        says it was shown."""
         prepared = self.context_policy.prepare(state, self.tools)
         messages, specs = self._with_images(prepared.messages), prepared.tools
         events.extend(prepared.events)
         state.iteration += 1
         try:
-            if self.config.stream:
-                response = self.model.stream(
-                    messages,
-                    specs,
-                    on_delta=_safe_delta(on_delta, self.config.max_reply_chars),
-                    timeout=self.config.model_timeout,
-                )
-            else:
-                response = self.model.complete(messages, specs, timeout=self.config.model_timeout)
+            with guarded_call(cancel, self.config.model_deadline):
+                response = self._ask_model(messages, specs, on_delta)
+        except ModelCancelled:
+            events.extend(self.cancel(state))
+            return None, None
         except ModelError as exc:
             self._fail(state, f"model error: {exc}", events)
             return None, None
@@ -514,6 +531,21 @@ class Agent:
         if notes:
             data["image_notes"] = notes
         return attachments
+
+    def _ask_model(
+        self,
+        messages: Sequence[Message],
+        specs: Sequence[Any],
+        on_delta: Callable[[str], None] | None,
+    ) -> ModelResponse:
+        if self.config.stream:
+            return self.model.stream(
+                messages,
+                specs,
+                on_delta=_safe_delta(on_delta),
+                timeout=self.config.model_timeout,
+            )
+        return self.model.complete(messages, specs, timeout=self.config.model_timeout)
 
     def _assistant_turn(self, state: LoopState, response: ModelResponse) -> AssistantMessage:
         msg = response.message
@@ -593,45 +625,62 @@ class Agent:
 
     # -- tool turn -------------------------------------------------------------------------
 
-    def _run_turn(
+    def _plan_turn(
         self,
         state: LoopState,
         calls: Sequence[ToolCall],
         events: list[Event],
-        tool_context: ToolContext | Mapping[str, Any] | None,
     ) -> Outcome | None:
+        """Classify the reply's calls into ``state.turn``; nothing runs here."""
         turn: list[TurnCall] = []
         fingerprints: list[str] = []
-        planned: list[tuple[TurnCall, str]] = []
+        in_turn: dict[tuple[str, str], Any] = {}  # policy totals within this reply
         stop_reason: str | None = None
         for call in calls:
-            item, fp = self._plan_call(state, call, fingerprints)
+            item, fp = self._plan_call(state, call, fingerprints, in_turn)
             if fp == "stop":
                 stop_reason = f"the model kept repeating the same call to {call.name!r}"
             elif fp:
                 fingerprints.append(fp)
-                planned.append((item, fp))
+                item.fp = fp
             turn.append(item)
-        self._execute(state, turn, events, tool_context)
-        # A call that failed may be retried once as is; the no-progress guard bounds that.
-        state.last_round = [fp for item, fp in planned if not item.is_error or fp in state.reminded]
         if stop_reason is not None:
+            for item in turn:
+                if item.state != "done":
+                    self._error(item, f"Not run: the run stopped ({stop_reason}).")
+            self._set_last_round(state, turn)
             self._append_results(state, turn)
             return self._stop(state, stop_reason, events)
-        if any(c.state == "awaiting" for c in turn):
-            state.turn = turn
-            state.status = "waiting_approval"
-            for c in turn:
-                if c.state == "awaiting":
-                    events.append(self._approval_requested(c))
-            return state.outcome
-        if any(c.state == "waiting" for c in turn):
-            state.turn, state.status = turn, "waiting_subtasks"
-            return state.outcome
-        return self._finish_turn(state, turn, events)
+        if all(c.state == "done" for c in turn):  # only refusals: nothing to store first
+            return self._finish_turn(state, turn, events)
+        state.turn = turn
+        if any(c.state == "queued" for c in turn):
+            return None  # the host stores the reply; the next step runs the calls
+        return self._await_people(state, turn, events)
+
+    def _await_people(
+        self, state: LoopState, turn: list[TurnCall], events: list[Event]
+    ) -> Outcome | None:
+        state.status = "waiting_approval"
+        for c in turn:
+            if c.state == "awaiting" and c.decision is None and not c.announced:
+                c.announced = True
+                events.append(self._approval_requested(c))
+        return state.outcome
+
+    @staticmethod
+    def _set_last_round(state: LoopState, turn: list[TurnCall]) -> None:
+        # A call that failed may be retried once as is; the no-progress guard bounds that.
+        state.last_round = [
+            c.fp for c in turn if c.fp and (not c.is_error or c.fp in state.reminded)
+        ]
 
     def _plan_call(
-        self, state: LoopState, call: ToolCall, fingerprints: list[str]
+        self,
+        state: LoopState,
+        call: ToolCall,
+        fingerprints: list[str],
+        in_turn: dict[tuple[str, str], Any],
     ) -> tuple[TurnCall, str | None]:
         """Classify one call: error result now, awaiting a human, or queued to run."""
         item = TurnCall(call_id=call.id, name=call.name, arguments=call.arguments)
@@ -667,9 +716,10 @@ class Agent:
             state.reminded.append(fp)
             return self._error(item, _REPEAT_REMINDER.format(name=t.name)), fp
         override = self.config.risk_overrides.get(t.name)
-        if t.needs_approval(item.arguments, override):
-            item.state = "awaiting"
-            item.reason = "policy" if t.approval is not None and override != "high" else "high_risk"
+        verdict = self.gate.verdict(t, item.arguments, item.risk, override, in_turn)
+        item.policy_reason = verdict.reason
+        if verdict.person:
+            item.state, item.reason = "awaiting", verdict.code
         return item, fp
 
     @staticmethod
@@ -696,7 +746,7 @@ class Agent:
             if prior is not None and not (prior.status == "started" and item.call_id in force):
                 if prior.status == "started" and not t.idempotent:
                     item.state, item.reason = "awaiting", "unknown_outcome"
-                    item.decision = None
+                    item.decision, item.announced = None, False
                     continue
                 if prior.status != "started":
                     events.append(self._started(item, reused=True))
@@ -708,6 +758,15 @@ class Agent:
             except ToolArgumentError as exc:
                 self.journal.finish(item.call_id, False, None, str(exc), 0.0)
                 self._error(item, str(exc))
+                continue
+            try:
+                t.check_arguments(item.arguments)
+            except ToolError as exc:  # the tool's own rules refuse these arguments
+                reason = str(exc)
+                self.journal.finish(item.call_id, False, None, reason, 0.0)
+                events.append(self._started(item))
+                self._record(item, ToolResult(False, None, reason, 0.0), events)
+                item.content = reason
                 continue
             timeout = self.config.tool_timeout or t.timeout
             ctx = self._tool_context(state, item.call_id, tool_context)
@@ -755,13 +814,14 @@ class Agent:
         events: list[Event],
         tool_context: ToolContext | Mapping[str, Any] | None,
     ) -> Outcome | None:
-        """Act on the decisions for the pending turn, then close it."""
+        """Run the stored turn's queued calls and act on the decisions made so far; close
+        the turn once every call is resolved (the next step asks the model)."""
         turn = state.turn or []
         force: set[str] = set()
         for item in turn:
             if item.state == "waiting":  # woken: ask the suspended tool again
                 item.state = "queued"
-            if item.state != "awaiting":
+            if item.state != "awaiting" or item.decision is None:
                 continue
             if item.decision == "rejected":
                 reason = item.comment or "no reason given"
@@ -774,21 +834,19 @@ class Agent:
             if item.reason == "unknown_outcome":
                 force.add(item.call_id)
         self._execute(state, turn, events, tool_context, frozenset(force))
-        if any(c.state == "awaiting" for c in turn):  # a crashed call surfaced now
-            state.status = "waiting_approval"
-            for c in turn:
-                if c.state == "awaiting" and c.decision is None:
-                    events.append(self._approval_requested(c))
-            return state.outcome
+        if any(c.state == "awaiting" for c in turn):  # undecided, or a crashed call surfaced
+            return self._await_people(state, turn, events)
         if any(c.state == "waiting" for c in turn):
             state.status = "waiting_subtasks"
             return state.outcome
         state.turn = None
+        state.status = "running"
         return self._finish_turn(state, turn, events)
 
     def _finish_turn(
         self, state: LoopState, turn: list[TurnCall], events: list[Event]
     ) -> Outcome | None:
+        self._set_last_round(state, turn)
         self._append_results(state, turn)
         signature = _fingerprint(
             "round", [[c.name, c.arguments, c.content, c.is_error] for c in turn]
@@ -906,6 +964,10 @@ class Agent:
             "arguments": item.arguments,
             "risk": item.risk,
         }
+        if item.decision == "approved":
+            data["approval"] = {"by": "person"}
+        elif item.risk in ("medium", "high") or item.reason == "policy":
+            data["approval"] = {"by": "policy", "reason": item.policy_reason or "no rule asks"}
         if item.repaired:
             data["repaired"] = dict(item.repaired)
         if reused:
@@ -1001,6 +1063,10 @@ def _callable_name(fn: Callable[..., Any]) -> str:
     module = getattr(fn, "__module__", None) or ""
     name = getattr(fn, "__qualname__", None) or type(fn).__qualname__
     return f"{module}.{name}" if module else name
+
+
+def _never() -> bool:
+    return False
 
 
 def _str_or_none(value: Any) -> str | None:

@@ -18,9 +18,17 @@ from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpcore
 import httpx
 
-from .gateway import ConfigError, ModelAuthError, ModelError, ModelHTTPError, ModelTimeout
+from .gateway import (
+    ConfigError,
+    ModelAuthError,
+    ModelError,
+    ModelHTTPError,
+    ModelTimeout,
+    current_guard,
+)
 from .parsing import prune_deep_json
 
 __all__ = ["Provider", "iter_sse_data", "provider_from_env"]
@@ -76,6 +84,7 @@ class Provider:
                         limits=httpx.Limits(max_connections=100, max_keepalive_connections=20),
                         follow_redirects=False,
                     )
+                    _guard_transports(self.client)
         return self.client
 
     def close(self) -> None:
@@ -204,7 +213,11 @@ class Provider:
     def _call_deadline(self) -> float:
         """When a call starting now must be over (monotonic): retries and ``Retry-After``
         waits have to fit before it."""
-        return time.monotonic() + self.deadline
+        until = time.monotonic() + self.deadline
+        guard = current_guard()  # the caller's overall deadline, when it set one
+        if guard is not None and guard.deadline is not None:
+            until = min(until, guard.deadline)
+        return until
 
     def _without_dropped(self, payload: Payload, optional: Collection[str]) -> dict[str, Any]:
         if callable(payload):  # rebuilt per attempt: it may depend on dropped params
@@ -291,7 +304,11 @@ class Provider:
                     raise ModelTimeout(f"{self.name}: no reply within the call's deadline")
                 delay = min(delay, left)
         log.info("%s: retrying in %.2fs (attempt %d)", self.name, delay, attempt + 1)
-        time.sleep(delay)
+        guard = current_guard()
+        if guard is not None:
+            guard.sleep(delay)  # a cancel or the deadline ends the wait
+        else:
+            time.sleep(delay)
         return attempt + 1
 
 
@@ -302,6 +319,76 @@ def _loads_pruned(text: str, name: str, status: int) -> Any:
         return json.loads(prune_deep_json(text))
     except (ValueError, RecursionError) as exc:
         raise ModelHTTPError(name, status, "reply is nested too deeply to read") from exc
+
+
+# -- cancellation: reads that notice a cancel or the deadline -------------------------------
+
+
+class _GuardedStream(httpcore.NetworkStream):
+    """A connection whose reads wake up every ``CallGuard.poll`` seconds to check the
+    current call's guard: a cancel (or the overall deadline) raises out of the read, and
+    httpcore then closes this connection (the response was not complete)."""
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        guard = current_guard()
+        if guard is None:
+            return self._inner.read(max_bytes, timeout)
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            guard.check()
+            left = None if end is None else end - time.monotonic()
+            try:
+                return self._inner.read(max_bytes, guard.wait(left))
+            except httpcore.ReadTimeout:
+                if end is not None and time.monotonic() >= end:
+                    raise
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, timeout)
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self,
+        ssl_context: Any,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        return _GuardedStream(self._inner.start_tls(ssl_context, server_hostname, timeout))
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _GuardedBackend(httpcore.NetworkBackend):
+    def __init__(self, inner: httpcore.NetworkBackend) -> None:
+        self._inner = inner
+
+    def connect_tcp(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
+        return _GuardedStream(self._inner.connect_tcp(*args, **kwargs))
+
+    def connect_unix_socket(self, *args: Any, **kwargs: Any) -> httpcore.NetworkStream:
+        return _GuardedStream(self._inner.connect_unix_socket(*args, **kwargs))
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+def _guard_transports(client: httpx.Client) -> None:
+    """Give the client's connection pools (direct and proxied) guarded connections.
+
+    httpx builds its pools itself (env proxies included); their network backend is
+    swapped afterwards, so everything else about the client stays as httpx made it."""
+    transports = [client._transport, *client._mounts.values()]
+    for transport in transports:
+        pool = getattr(transport, "_pool", None)
+        backend = getattr(pool, "_network_backend", None)
+        if pool is not None and backend is not None and not isinstance(backend, _GuardedBackend):
+            pool._network_backend = _GuardedBackend(backend)
 
 
 def _is_error_event(event: dict[str, Any]) -> bool:

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal, get_type_hints, overload
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from .approvals import Threshold
 from .gateway import ToolSpec
 
 __all__ = [
@@ -83,10 +84,11 @@ class Tool:
         name: str | None = None,
         description: str | None = None,
         risk: Risk = "low",
-        approval: Callable[[dict[str, Any]], bool] | None = None,
+        approval: Callable[[dict[str, Any]], bool] | Mapping[str, Any] | None = None,
         timeout: float = 30.0,
         expected_duration: float = 1.0,
         idempotent: bool | None = None,
+        check: Callable[[dict[str, Any]], Any] | None = None,
     ) -> None:
         if risk not in RISKS:
             raise ValueError(f"tool {name or fn.__name__}: risk must be one of {RISKS}")
@@ -95,7 +97,13 @@ class Tool:
         if not re.fullmatch(r"[A-Za-z_][\w.-]{0,63}", self.name):
             raise ValueError(f"tool name {self.name!r} is not a valid identifier")
         self.risk: Risk = risk
-        self.approval = approval
+        # A predicate over the arguments, or a threshold rule (see ``approvals``).
+        self.approval: Callable[[dict[str, Any]], bool] | Threshold | None = (
+            Threshold.from_json(approval) if isinstance(approval, Mapping) else approval
+        )
+        # The meaning of the arguments (amount > 0, at most what was paid ...): raises
+        # ``ToolError`` with the reason; runs before execution and on a person's edit.
+        self.check = check
         self.timeout = float(timeout)
         self.expected_duration = float(expected_duration)
         self.idempotent = (risk == "low") if idempotent is None else bool(idempotent)
@@ -131,10 +139,28 @@ class Tool:
             return effective == "high"
         if risk == "high":
             return True
+        if isinstance(self.approval, Threshold):
+            from .approvals import ApprovalGate
+
+            return ApprovalGate().verdict(self, args, effective, risk, {}).person
         try:
             return bool(self.approval(dict(args)))
         except Exception:
             return True
+
+    def check_arguments(self, args: Mapping[str, Any]) -> None:
+        """Run the tool's ``check``; raises ``ToolError`` with the reason it refuses.
+        Any other failure of the check refuses too (fail closed)."""
+        if self.check is None:
+            return
+        try:
+            self.check(dict(args))
+        except ToolError:
+            raise
+        except Exception as exc:
+            raise ToolError(
+                f"the check of {self.name} failed: {type(exc).__name__}: {exc}"
+            ) from exc
 
     def repair(self, args: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         return repair_keys(args, self.params, self._normalized)
@@ -341,10 +367,11 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     risk: Risk = "low",
-    approval: Callable[[dict[str, Any]], bool] | None = None,
+    approval: Callable[[dict[str, Any]], bool] | Mapping[str, Any] | None = None,
     timeout: float = 30.0,
     expected_duration: float = 1.0,
     idempotent: bool | None = None,
+    check: Callable[[dict[str, Any]], Any] | None = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -355,10 +382,11 @@ def tool(
     name: str | None = None,
     description: str | None = None,
     risk: Risk = "low",
-    approval: Callable[[dict[str, Any]], bool] | None = None,
+    approval: Callable[[dict[str, Any]], bool] | Mapping[str, Any] | None = None,
     timeout: float = 30.0,
     expected_duration: float = 1.0,
     idempotent: bool | None = None,
+    check: Callable[[dict[str, Any]], Any] | None = None,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` of a plain function (sync or async): ``@tool`` or ``@tool(risk="high")``."""
 
@@ -372,6 +400,7 @@ def tool(
             timeout=timeout,
             expected_duration=expected_duration,
             idempotent=idempotent,
+            check=check,
         )
 
     return wrap(fn) if fn is not None else wrap

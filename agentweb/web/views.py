@@ -103,7 +103,13 @@ def tickets(request: Request) -> HttpResponse:
         .values_list("pk", "n")
     )
     rows = [
-        {"ticket": t, "runs": runs_by_ticket.get(t.pk, [])[:3], "orders": orders_count.get(t.pk)}
+        {
+            "ticket": t,
+            "runs": runs_by_ticket.get(t.pk, [])[:3],
+            "orders": orders_count.get(t.pk),
+            # one active run per ticket: the card links to it instead of starting another
+            "active": next((r for r in runs_by_ticket.get(t.pk, []) if r.is_active), None),
+        }
         for t in ticket_list
     ]
     shown = [run for t in ticket_list for run in runs_by_ticket.get(t.pk, [])[:3]]
@@ -133,6 +139,9 @@ def ticket_run(request: Request, ticket_id: int) -> HttpResponse:
         run = actions.do_create_run(
             user=request.user, task="", agent_name=agent, ticket_id=ticket_id
         )
+    except actions.TicketBusy as exc:  # one active run per ticket: go to that one
+        messages.info(request, exc.message)
+        return redirect("web:run", run_id=exc.extra["active_run"])
     except actions.ActionError as exc:
         messages.error(request, exc.message)
         return redirect("web:tickets")
@@ -650,7 +659,7 @@ def agent_edit(request: Request, agent_id: int) -> HttpResponse:
     form = AgentProfileForm(request.POST or None, instance=profile)
     if request.method == "POST" and form.is_valid():
         changed = list(form.changed_data)
-        form.save()
+        actions.do_save_profile(form.save(commit=False), actor=request.user)
         actions.audit(
             "agent_profile_changed",
             actor=request.user,

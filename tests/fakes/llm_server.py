@@ -7,6 +7,7 @@ Helpers build the JSON bodies and SSE event lists both providers send.
 from __future__ import annotations
 
 import json
+import select
 import socket
 import threading
 import time
@@ -30,6 +31,7 @@ class Reply:
     done: bool = True  # SSE: end with data: [DONE]
     body: bytes | None = None  # raw body (overrides json)
     cut_after: int | None = None  # SSE: send this many events chunked, then drop the socket
+    interval: float = 0.0  # SSE: seconds between events (a trickling reply)
 
 
 @dataclass
@@ -46,6 +48,7 @@ class FakeLLMServer:
         self.requests: list[Recorded] = []
         self.responder: Callable[[Recorded], Reply] | None = None
         self.record = True
+        self.disconnects = 0  # replies the client hung up on before they were complete
         self._lock = threading.Lock()
         server = self
 
@@ -113,8 +116,8 @@ class FakeLLMServer:
                 reply = self.responder(req)
             else:
                 reply = Reply(status=500, json={"error": {"message": "fake: no reply enqueued"}})
-        if reply.delay:
-            time.sleep(reply.delay)
+        if reply.delay and self._hung_up_during(h, reply.delay):
+            return
         if reply.drop:
             h.close_connection = True
             return
@@ -147,6 +150,8 @@ class FakeLLMServer:
                 h.send_header(k, v)
             h.end_headers()
             for i, item in enumerate(reply.sse or []):
+                if i and reply.interval and self._hung_up_during(h, reply.interval):
+                    return
                 if reply.stall_after is not None and i == reply.stall_after:
                     h.wfile.flush()
                     time.sleep(reply.stall)
@@ -161,7 +166,20 @@ class FakeLLMServer:
                 h.wfile.write(b"data: [DONE]\n\n")
             h.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
-            pass
+            with self._lock:
+                self.disconnects += 1
+
+    def _hung_up_during(self, h: BaseHTTPRequestHandler, seconds: float) -> bool:
+        """Wait ``seconds``; True (and counted) when the client closed the connection."""
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            ready, _, _ = select.select([h.connection], [], [], min(left, 0.05))
+            if ready and not h.connection.recv(1, socket.MSG_PEEK):
+                with self._lock:
+                    self.disconnects += 1
+                h.close_connection = True
+                return True
+        return False
 
     @staticmethod
     def _serve_cut(h: BaseHTTPRequestHandler, reply: Reply) -> None:

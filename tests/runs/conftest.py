@@ -16,6 +16,7 @@ def sample_registry(settings: Any) -> Iterator[None]:
     agents.registry.cache_clear()
     sample_tools.SIDE_EFFECTS.clear()
     sample_tools.KEYS.clear()
+    sample_tools.NOTES.clear()
     yield
     agents.registry.cache_clear()
 

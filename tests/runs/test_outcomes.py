@@ -67,7 +67,7 @@ def test_a_write_a_policy_let_through_is_executed_by_policy_or_failed(
     )
     scripted.enqueue(
         call("pay_out", order_id="A1", amount=10),
-        call("pay_out", order_id="A2", amount=-1),  # the tool raises: a failed action
+        call("pay_out", order_id="A2", amount=0),  # the tool raises: a failed action
         "Done.",
     )
     run = start(people)

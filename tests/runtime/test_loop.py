@@ -690,13 +690,19 @@ def test_state_round_trips_mid_run_and_step_by_step_equals_run():
     model = ScriptedModel([call("get_order", order_id="A1"), "done"])
     agent = make(model)
     state = agent.start("x")
-    first = agent.step(state)
-    assert first.outcome is None and types(first.events)[0] == "run_started"
+    first = agent.step(state)  # the model's reply, its calls planned and not run yet
+    assert first.outcome is None
+    assert types(first.events) == ["run_started", "model_called"]
+    assert state.turn is not None and [c.state for c in state.turn] == ["queued"]
     state = LoopState.from_json(json.loads(json.dumps(state.to_json())))
-    second = agent.step(state)
-    assert second.outcome == Finished("done", "model")
+    tools_step = agent.step(state)  # the stored calls run; the model is not asked
+    assert types(tools_step.events) == ["tool_call_started", "tool_call_finished"]
+    assert tools_step.outcome is None and len(model.requests) == 1
+    state = LoopState.from_json(json.loads(json.dumps(state.to_json())))
+    third = agent.step(state)
+    assert third.outcome == Finished("done", "model")
     assert state.usage.output_tokens == 1 and state.iteration == 2
-    assert agent.step(state).outcome == second.outcome  # terminal: nothing more happens
+    assert agent.step(state).outcome == third.outcome  # terminal: nothing more happens
 
 
 def test_a_failed_call_may_be_retried_once_as_is():

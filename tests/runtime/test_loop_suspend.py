@@ -57,11 +57,14 @@ def test_it_suspends_and_runs_the_same_call_again_when_woken() -> None:
     model.enqueue(waiting, "done: x, y")
     agent = _agent(model)
     state = agent.start("task")
+    reply = agent.step(state)  # the reply is stored before its calls run
+    assert reply.outcome is None
+    assert [e.type for e in reply.events] == ["run_started", "model_called"]
     first = agent.step(state)
     assert isinstance(first.outcome, NeedsSubtasks)
     assert first.outcome.calls == [waiting.id]
     assert first.outcome.waiting_on == ["a", "b"]
-    assert [e.type for e in first.events] == ["run_started", "model_called", "tool_call_started"]
+    assert [e.type for e in first.events] == ["tool_call_started"]
     # The pause survives a JSON round trip (another process resumes it).
     state = LoopState.from_json(json.loads(json.dumps(state.to_json())))
     assert state.status == "waiting_subtasks"
@@ -73,8 +76,11 @@ def test_it_suspends_and_runs_the_same_call_again_when_woken() -> None:
     assert len(model.requests) == 1
     READY["b"] = "y"
     woken = agent.step(state)
-    assert isinstance(woken.outcome, Finished)
-    assert [e.type for e in woken.events] == ["tool_call_finished", "model_called", "run_finished"]
+    assert woken.outcome is None
+    assert [e.type for e in woken.events] == ["tool_call_finished"]
+    last = agent.step(state)
+    assert isinstance(last.outcome, Finished)
+    assert [e.type for e in last.events] == ["model_called", "run_finished"]
     assert woken.events[0].data["result"] == ["x", "y"]
     assert ASKED.count(waiting.id) == len(ASKED) == 3  # one call id throughout
     results = [m for m in model.requests[1].messages if isinstance(m, ToolMessage)]
@@ -89,6 +95,7 @@ def test_it_asks_for_approval_first_and_waits_after_the_decision() -> None:
     model.enqueue([risky, waiting], "all done")
     agent = _agent(model)
     state = agent.start("task")
+    assert agent.step(state).outcome is None  # the reply, stored before anything runs
     first = agent.step(state)
     assert isinstance(first.outcome, NeedsApproval)
     agent.decide(state, [Decision(call_id=risky.id, approved=True)])
@@ -96,6 +103,7 @@ def test_it_asks_for_approval_first_and_waits_after_the_decision() -> None:
     assert isinstance(second.outcome, NeedsSubtasks)
     assert [e.data["tool"] for e in second.events if e.type == "tool_call_finished"] == ["send"]
     READY["k"] = "v"
+    assert agent.step(state).outcome is None  # the turn closes
     assert isinstance(agent.step(state).outcome, Finished)
     results = [m for m in model.requests[1].messages if isinstance(m, ToolMessage)]
     assert [r.call_id for r in results] == [risky.id, waiting.id]

@@ -184,6 +184,18 @@ def test_edit_and_approve_checks_the_json(people: dict, runs: dict) -> None:
     assert "not valid JSON" in response.content.decode()
     approval.refresh_from_db()
     assert approval.status == "pending"
+    from tests.shop.conftest import make_customer, make_order
+
+    make_order(make_customer(), "A1001")  # the refund's own check reads the order
+    edited = {"order_id": "A1001", "amount": -5, "reason": "partial refund"}
+    response = client.post(
+        f"/approvals/{approval.pk}/decide/",
+        {"decision": "edit", "arguments": json.dumps(edited)},
+        HTTP_HX_REQUEST="true",
+    )
+    assert "must be positive" in response.content.decode()  # the tool's rules, not types
+    approval.refresh_from_db()
+    assert approval.status == "pending"
     edited = {"order_id": "A1001", "amount": 10.0, "reason": "partial refund"}
     response = client.post(
         f"/approvals/{approval.pk}/decide/",

@@ -3,39 +3,49 @@ orders and messages to the customer, which wait for a human's approval by defaul
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Any
 
-from agentweb.runtime.tools import ToolContext, tool
+from agentweb.runtime.tools import ToolContext, ToolError, tool
 from agentweb.shop import actions
+from agentweb.shop import actions as shop
 
 from ._context import author, fresh_db, idempotency_key
 
 #: Refunds below this amount are small goodwill gestures and go through without approval;
 #: from this amount up (and whenever the amount is not a clean number) a human approves.
 REFUND_APPROVAL_THRESHOLD = Decimal("20.00")
+#: The bundled rule: the threshold is on the total refunded per order, so ten refunds of
+#: 19.99 on one order need a person from the second (earlier ones in any run count).
+REFUND_APPROVAL_RULE = {"argument": "amount", "at_least": 20, "sum_per": "order_id"}
 
 
-def refund_needs_approval(arguments: dict[str, Any]) -> bool:
-    """Approval policy of ``issue_refund``; fails closed on anything but a clear small amount."""
+def check_refund(arguments: dict[str, Any]) -> None:
+    """What a refund must mean, also after a person edited it: an amount above zero and at
+    most what can still be refunded on the order."""
     try:
-        amount = Decimal(str(arguments.get("amount")))
-    except (InvalidOperation, ValueError):
-        return True
-    if not amount.is_finite():
-        return True
-    return amount >= REFUND_APPROVAL_THRESHOLD
+        value = shop.parse_amount(arguments.get("amount"))
+        order = shop.find_order(str(arguments.get("order_id") or ""))
+    except shop.ShopRuleError as exc:
+        raise ToolError(str(exc)) from None
+    refunded = order.refunded_amount()
+    remaining = order.captured_amount - refunded
+    if value > remaining:
+        raise ToolError(
+            f"A refund of {shop.money(value)} {order.currency} exceeds what can be refunded "
+            f"on order {order.number}: at most {shop.money(remaining)} remains."
+        )
 
 
-@tool(risk="high", approval=refund_needs_approval)
+@tool(risk="high", approval=REFUND_APPROVAL_RULE, check=check_refund)
 @fresh_db
 def issue_refund(
     order_id: str, amount: float, reason: str, *, ctx: ToolContext | None = None
 ) -> dict[str, Any]:
     """Refund money on an order to the original payment method.
 
-    The refund can not exceed the amount captured minus earlier refunds. Refunds of
-    20.00 or more need a human's approval.
+    The refund can not exceed the amount captured minus earlier refunds. Refunds that
+    bring the order's refunds to 20.00 or more need a human's approval.
 
     Args:
         order_id: The order id, e.g. "A1001".
