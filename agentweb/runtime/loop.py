@@ -542,7 +542,7 @@ class Agent:
             return self.model.stream(
                 messages,
                 specs,
-                on_delta=_safe_delta(on_delta),
+                on_delta=_safe_delta(on_delta, self.config.max_reply_chars),
                 timeout=self.config.model_timeout,
             )
         return self.model.complete(messages, specs, timeout=self.config.model_timeout)

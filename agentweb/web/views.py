@@ -628,7 +628,7 @@ def agent_new(request: Request) -> HttpResponse:
         initial["name"] = _free_name(f"{source.name}-copy")
     form = AgentProfileForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
-        profile = form.save()
+        profile = actions.do_save_profile(form.save(commit=False), actor=request.user)
         actions.audit(
             "agent_profile_created",
             actor=request.user,

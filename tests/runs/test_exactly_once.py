@@ -59,9 +59,10 @@ def after_results(first: Any) -> Any:
 
 
 def take_over(run: Run) -> None:
-    """The dead worker's lease runs out; the beat job hands the run to another."""
+    """The dead worker's lease runs out; the beat job hands the run to another. (The
+    owner is renamed too: in this process the dead attempt's lease keeper lives on.)"""
     Run.objects.filter(pk=run.pk, status=Run.Status.RUNNING).update(
-        lease_expires_at=timezone.now() - timedelta(seconds=1)
+        lease_owner="dead:0", lease_expires_at=timezone.now() - timedelta(seconds=1)
     )
 
 
