@@ -198,3 +198,29 @@ def test_image_size_reads_png_gif_and_jpeg_headers() -> None:
     jpeg = b"\xff\xd8\xff\xc0\x00\x11\x08\x00\x30\x00\x40" + b"\x00" * 12
     assert image_size(jpeg) == (64, 48)
     assert image_size(b"not an image") is None
+
+
+def test_a_server_without_native_tools_gets_the_images_after_the_tool_responses() -> None:
+    from agentweb.runtime.gateway import ToolSpec
+    from agentweb.runtime.messages import AssistantMessage, SystemMessage, ToolCall
+    from agentweb.runtime.openai import _text_tool_messages
+
+    data = base64.b64encode(SHOT).decode()
+    messages = [
+        SystemMessage(content="sys"),
+        UserMessage(content="look"),
+        AssistantMessage(tool_calls=[ToolCall(id="c1", name="snapshot", arguments={})]),
+        ToolMessage(
+            call_id="c1",
+            name="snapshot",
+            content="Parcel delivered",
+            attachments=[Attachment(media_type="image/png", data=data, ref="r")],
+        ),
+    ]
+    wire = _text_tool_messages(messages, [ToolSpec("snapshot", "d", {"type": "object"})])
+    last = wire[-1]
+    assert last["role"] == "user" and isinstance(last["content"], list)
+    assert last["content"][0]["type"] == "text" and "<tool_response" in last["content"][0]["text"]
+    urls = [p["image_url"]["url"] for p in last["content"] if p["type"] == "image_url"]
+    assert urls == [f"data:image/png;base64,{data}"]
+    assert all("_images" not in m and "_results" not in m for m in wire)
