@@ -16,10 +16,11 @@ ROOT = HERE.parents[1]
 
 BENCHES = [
     # Tracing is outside the runtime (spans come from stored events), so its figure is the
-    # same either way; the stack is measured with tracing off and on.
+    # same either way; the stack is measured with tracing off and on (bench_tracing; also
+    # `bench_stack.py --otlp` for the whole stack bench with tracing on).
     ("runtime vs bare httpx loop", "bench_runtime.py", []),
     ("whole stack (API → Celery → model → events)", "bench_stack.py", []),
-    ("whole stack, tracing on", "bench_stack.py", ["--otlp"]),
+    ("tracing off and on, side by side", "bench_tracing.py", []),
     ("live WebSocket delivery", "bench_live.py", ["--check"]),
     ("tool selection recall", "bench_selection.py", []),
     ("delegation: coordinator + 5 children", "bench_delegation.py", []),
