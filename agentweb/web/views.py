@@ -448,6 +448,8 @@ def replay(request: Request, run_id: int) -> HttpResponse:
             "ctx_counts": [s.ctx for s in steps],
             "timing": timeline.timing_for(steps),
             "imported": False,
+            **run_tree.tree_context(run),
+            "tree_replay": True,
         },
     )
 
@@ -480,6 +482,7 @@ def compare(request: Request) -> HttpResponse:
             right_timing=timeline.timing_for(right_steps),
             differences=sum(1 for r in rows if r.tool_differs or r.args_differ or r.result_differs),
             answers_differ=left.final_answer.strip() != right.final_answer.strip(),
+            child_pairs=run_tree.child_pairs(left, right),
         )
     else:
         context["recent"] = visible_runs(request.user).order_by("-created_at")[:30]
@@ -487,10 +490,18 @@ def compare(request: Request) -> HttpResponse:
 
 
 def export_document(run: Run) -> dict[str, Any]:
-    """The export schema (``agentweb.run-export/1``), documented on the import page."""
+    """The export schema (``agentweb.run-export/1``), documented on the import page;
+    ``children`` holds the run's subtasks, exported the same way."""
     return {
         "schema": EXPORT_SCHEMA,
         "exported_at": timezone.now().isoformat(),
+        **_export_one(run),
+        "children": run_tree.export_children(run, _export_one),
+    }
+
+
+def _export_one(run: Run) -> dict[str, Any]:
+    return {
         "run": run_json(run),
         "events": [e.as_json() for e in RunEvent.objects.filter(run=run).order_by("seq")],
         "approvals": [
@@ -550,6 +561,7 @@ def parse_export(raw: bytes) -> tuple[dict[str, Any], list[_ImportedEvent]]:
         raise ValueError(
             f"the file has {len(events):,} events; at most {MAX_IMPORT_EVENTS:,} can be imported"
         )
+    run = {**run, "subtasks": run_tree.imported_children(doc, MAX_IMPORT_EVENTS)}
     parsed = []
     for i, item in enumerate(events):
         if not isinstance(item, dict) or "seq" not in item or "type" not in item:

@@ -109,3 +109,55 @@ def test_a_childs_approval_is_in_the_inbox_labelled_with_the_top_run(tree) -> No
     assert f'subtask of run <a href="/runs/{tree["top"].pk}/">#{tree["top"].pk}</a>' in html
     body = client.get("/api/approvals?status=pending").json()["approvals"]
     assert [(a["run"], a["top_run"]) for a in body] == [(billing.pk, tree["top"].pk)]
+
+
+def _client(user: User) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def test_export_includes_the_children_and_import_shows_them(tree) -> None:
+    import io
+    import json
+
+    client = _client(tree["operator"])
+    doc = json.loads(client.get(f"/runs/{tree['top'].pk}/export.json").content)
+    assert [c["run"]["id"] for c in doc["children"]] == [tree["billing"].pk, tree["shipping"].pk]
+    shipping = doc["children"][1]
+    assert [c["run"]["id"] for c in shipping["children"]] == [tree["carrier"].pk]
+    assert [e["type"] for e in shipping["events"]] == ["model_called"]
+    assert shipping["run"]["parent_id"] == tree["top"].pk
+    upload = io.BytesIO(json.dumps(doc).encode())
+    upload.name = "tree.json"
+    html = client.post("/runs/import/", {"file": upload}).content.decode()
+    assert "Subtasks in this file" in html
+    assert html.count('class="tree-node level-') == 3
+    assert "Was it &lt;b&gt;charged&lt;/b&gt; twice?" in html
+    # A tree over the event limit is refused like a flat file.
+    from agentweb.web import views
+
+    doc["children"][0]["events"] = [
+        {"seq": i, "type": "x"} for i in range(1, views.MAX_IMPORT_EVENTS + 1)
+    ]
+    upload = io.BytesIO(json.dumps(doc).encode())
+    upload.name = "big.json"
+    refused = client.post("/runs/import/", {"file": upload}).content.decode()
+    assert "events with its subtasks" in refused
+
+
+def test_replay_links_the_children_to_their_replays(tree) -> None:
+    html = _client(tree["operator"]).get(f"/runs/{tree['top'].pk}/replay/").content.decode()
+    assert f'href="/runs/{tree["billing"].pk}/replay/"' in html
+    assert f'href="/runs/{tree["carrier"].pk}/replay/"' in html
+
+
+def test_compare_pairs_the_children_by_agent(tree) -> None:
+    other = f.make_run(tree["operator"], task="Late parcel and a double charge, again")
+    billing2 = delegation.create_child(other.pk, "billing", "Was it charged twice?", "c1")
+    Run.objects.filter(pk=billing2.pk).update(status="succeeded", final_answer="Once only.")
+    client = _client(tree["operator"])
+    html = client.get(f"/runs/compare/?a={tree['top'].pk}&b={other.pk}").content.decode()
+    assert "Subtasks, by agent" in html
+    assert f"?a={tree['billing'].pk}&amp;b={billing2.pk}" in html  # drill into the pair
+    assert "no shipping subtask" in html  # the right run gave shipping nothing
