@@ -21,6 +21,7 @@ BENCHES = [
     ("runtime vs bare httpx loop", "bench_runtime.py", []),
     ("whole stack (API → Celery → model → events)", "bench_stack.py", []),
     ("tracing off and on, side by side", "bench_tracing.py", []),
+    ("whole stack, seeded ticket-assistant, streaming", "bench_stack.py", ["--ticket"]),
     ("live WebSocket delivery", "bench_live.py", ["--check"]),
     ("tool selection recall", "bench_selection.py", []),
     ("delegation: coordinator + 5 children", "bench_delegation.py", []),

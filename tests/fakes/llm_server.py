@@ -32,6 +32,7 @@ class Reply:
     body: bytes | None = None  # raw body (overrides json)
     cut_after: int | None = None  # SSE: send this many events chunked, then drop the socket
     interval: float = 0.0  # SSE: seconds between events (a trickling reply)
+    keep_alive: bool = False  # SSE: chunked, the connection kept open (as real providers do)
 
 
 @dataclass
@@ -138,6 +139,9 @@ class FakeLLMServer:
             h.close_connection = True
 
     def _serve_sse(self, h: BaseHTTPRequestHandler, reply: Reply) -> None:
+        if reply.keep_alive:
+            self._serve_chunked(h, reply)
+            return
         h.close_connection = True
         if reply.cut_after is not None:
             self._serve_cut(h, reply)
@@ -180,6 +184,25 @@ class FakeLLMServer:
                 h.close_connection = True
                 return True
         return False
+
+    @staticmethod
+    def _serve_chunked(h: BaseHTTPRequestHandler, reply: Reply) -> None:
+        """The whole SSE body in chunked encoding; the connection stays open."""
+        items = [
+            item if isinstance(item, str) else f"data: {json.dumps(item)}\n\n"
+            for item in reply.sse or []
+        ]
+        if reply.done:
+            items.append("data: [DONE]\n\n")
+        head = f"HTTP/1.1 {reply.status} OK\r\nContent-Type: text/event-stream\r\n"
+        head += "".join(f"{k}: {v}\r\n" for k, v in reply.headers.items())
+        head += "Transfer-Encoding: chunked\r\n\r\n"
+        body = b"".join(f"{len(d):x}\r\n".encode() + d + b"\r\n" for d in map(str.encode, items))
+        try:
+            h.wfile.write(head.encode() + body + b"0\r\n\r\n")
+            h.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            h.close_connection = True
 
     @staticmethod
     def _serve_cut(h: BaseHTTPRequestHandler, reply: Reply) -> None:

@@ -149,6 +149,21 @@ def test_it_streams_text_and_usage(fake_llm, openai_model):
     assert req["stream"] is True and req["stream_options"] == {"include_usage": True}
 
 
+def test_it_streams_over_a_kept_alive_connection(fake_llm, openai_model):
+    """A provider that keeps the connection open (chunked SSE, as the real ones do): each
+    reply arrives whole, and the next call works."""
+    fake_llm.enqueue(
+        Reply(sse=[*oa_text_chunks("First answer"), oa_usage_chunk(9, 4)], keep_alive=True),
+        Reply(sse=oa_call_chunks([("c1", "get_order", '{"order_id": "A1"}')]), keep_alive=True),
+    )
+    first = openai_model.stream(MSGS, [], on_delta=lambda _: None)
+    second = openai_model.stream(MSGS, [SPEC], on_delta=lambda _: None)
+    assert first.message.content == "First answer" and first.usage.output_tokens == 4
+    assert [(c.name, c.arguments) for c in second.message.tool_calls] == [
+        ("get_order", {"order_id": "A1"})
+    ]
+
+
 def test_it_joins_a_tool_call_split_across_chunks(fake_llm, openai_model):
     chunks = [
         oa_chunk(

@@ -36,7 +36,8 @@ def _date(value: Any) -> str | None:
 
 
 def describe_order(order: Order) -> dict[str, Any]:
-    refunded = order.refunded_amount()
+    refunds = list(order.refunds.all())  # one query for the list and the sum
+    refunded = sum((r.amount for r in refunds), ZERO)
     return {
         "order_id": order.number,
         "customer_id": order.customer.code,
@@ -70,7 +71,7 @@ def describe_order(order: Order) -> dict[str, Any]:
         "refundable_amount": money(max(order.captured_amount - refunded, ZERO)),
         "refunds": [
             {"amount": money(r.amount), "reason": r.reason, "created_at": r.created_at.isoformat()}
-            for r in order.refunds.all()
+            for r in refunds
         ],
         "shipping_address": order.shipping_address,
         "shipments": [
