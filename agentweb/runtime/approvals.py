@@ -3,7 +3,7 @@
 A policy for a tool is ``"always"``, ``"never"``, or a threshold rule on one numeric
 argument::
 
-    {"argument": "amount", "at_least": 20, "sum_per": "order_id"}
+    {"argument": "amount", "at_least": 20, "sum_per": "account_id"}
 
 With ``sum_per`` the threshold is on a *total*: this call's value plus every earlier
 call of the same tool with the same value of the ``sum_per`` argument — earlier calls in

@@ -25,6 +25,7 @@ BENCHES = [
     ("live WebSocket delivery", "bench_live.py", ["--check"]),
     ("tool selection recall", "bench_selection.py", []),
     ("delegation: coordinator + 5 children", "bench_delegation.py", []),
+    ("kill -9 of workers: writes exactly once, recovery time", "bench_crash.py", []),
     ("PostgreSQL connections under 24 polling API clients", "bench_connections.py", []),
     ("observability costs (/metrics scrape, spans per step)", "bench_metrics.py", []),
     ("workbench isolation costs", "bench_workbench.py", []),
