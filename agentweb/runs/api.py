@@ -153,6 +153,7 @@ def run_json(
         "actions": run.actions() if actions is None else actions,
         "parent_id": run.parent_id,
         "children": children,
+        "trace_id": run.trace_id,
     }
 
 

@@ -94,6 +94,11 @@ SCHEMAS: dict[str, Any] = {
             },
             "parent_id": {"type": ["integer", "null"]},
             "children": {"type": "array", "items": {"type": "integer"}},
+            "trace_id": {
+                "type": "string",
+                "pattern": "^[0-9a-f]{32}$",
+                "description": "The run's OpenTelemetry trace id (children share it)",
+            },
         },
     },
     "Agent": {

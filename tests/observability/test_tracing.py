@@ -234,3 +234,12 @@ def test_the_run_page_shows_the_trace_id(people, scripted, enqueued, client) -> 
     assert re.fullmatch(r"[0-9a-f]{32}", run.trace_id)
     other = actions.do_create_run(user=people["operator"], task="Order A10")
     assert other.trace_id != run.trace_id and other.trace_span_id != run.trace_span_id
+
+
+def test_the_api_gives_the_trace_id(people, scripted, enqueued, client) -> None:
+    run = actions.do_create_run(user=people["operator"], task="Order A11")
+    client.force_login(people["operator"])
+    body = client.get(f"/api/runs/{run.pk}").json()
+    assert body["trace_id"] == run.trace_id
+    schema = client.get("/api/openapi.json").json()["components"]["schemas"]["Run"]
+    assert "trace_id" in schema["properties"]
