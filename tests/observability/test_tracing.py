@@ -186,22 +186,26 @@ def test_the_environment_decides() -> None:
     assert not tracing.configured({**endpoint, "OTEL_TRACES_EXPORTER": "none"})
 
 
-def test_a_child_run_is_a_subtree_of_its_parents_trace(team, enqueued, spans) -> None:
-    from tests.runs.test_delegation import _wait_for_all, drain, model
+def test_a_child_run_is_a_subtree_of_its_parents_trace(people, team, enqueued, spans) -> None:
+    import json
 
-    coordinator = model(team, "coordinator")
-    delegate = call("delegate_task", agent="billing", task="Was order A1 charged twice?")
-    coordinator.enqueue(delegate)
-    coordinator.enqueue(lambda messages, tools: _wait_for_all(messages))
-    coordinator.enqueue("Refunded the duplicate.")
-    model(team, "billing").enqueue(call("lookup", order_id="A1"), "Charged twice; reversed.")
+    from agentweb.runtime.messages import ToolMessage
+
+    def wait_for_all(messages: Any, tools: Any) -> Any:
+        ids = [json.loads(m.content)["task_id"] for m in messages if isinstance(m, ToolMessage)]
+        return call("wait_for_tasks", task_ids=ids)
+
+    delegate = call("delegate_task", agent="obs-billing", task="Was order A1 charged twice?")
+    team("obs-lead").enqueue(delegate, wait_for_all, "Refunded the duplicate.")
+    team("obs-billing").enqueue(call("lookup", order_id="A1"), "Charged twice; reversed.")
     parent = actions.do_create_run(
-        user=team["operator"], task="Charged twice", agent_name="coordinator"
+        user=people["operator"], task="Charged twice", agent_name="obs-lead"
     )
     enqueued.clear()
     assert engine.execute_run(parent.pk) == Run.Status.WAITING_SUBTASKS
     new_process(spans)
-    drain(enqueued)
+    while enqueued:  # one worker: the child, then the parent it wakes
+        engine.execute_run(enqueued.pop(0))
     parent.refresh_from_db()
     assert parent.status == Run.Status.SUCCEEDED, parent.failure_reason
     (child,) = parent.children.all()
@@ -209,8 +213,8 @@ def test_a_child_run_is_a_subtree_of_its_parents_trace(team, enqueued, spans) ->
     finished = spans.get_finished_spans()
     assert {s.context.trace_id for s in finished} == {int(parent.trace_id, 16)}
     names = by_name(finished)
-    (parent_root,) = names["invoke_agent coordinator"]
-    (child_root,) = names["invoke_agent billing"]
+    (parent_root,) = names["invoke_agent obs-lead"]
+    (child_root,) = names["invoke_agent obs-billing"]
     (delegating,) = names["execute_tool delegate_task"]
     assert delegating.parent.span_id == parent_root.context.span_id
     assert delegating.attributes["gen_ai.tool.call.id"] == delegate.id
