@@ -50,6 +50,17 @@ def context_hints() -> ContextHints:
     return _hints(tuple(settings.AGENTWEB_TOOLS))
 
 
+def policy_options() -> dict[str, Any]:
+    """``LayeredContextPolicy`` options for the loaded domains' hints, made once per
+    process (the tool scorer and its index are shared by every run)."""
+    return _options(tuple(settings.AGENTWEB_TOOLS))
+
+
+@functools.cache
+def _options(paths: tuple[str, ...]) -> dict[str, Any]:
+    return _hints(paths).options()
+
+
 @functools.cache
 def _hints(paths: tuple[str, ...]) -> ContextHints:
     hints = ContextHints()
@@ -155,7 +166,7 @@ def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
         spec=spec,
         # a scripted model plays fixed scenarios: it always sees every allowed tool
         top_n=None if getattr(model, "scripted", False) else profile.top_n,
-        **context_hints().options(),
+        **policy_options(),
     )
     tools = policy.with_search_tool(registry().subset(allowed_tools(profile)))
     from agentweb.runs.delegation import tools_for

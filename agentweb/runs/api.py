@@ -356,8 +356,10 @@ def agent_profile(request: HttpRequest, name: str) -> HttpResponse:
             raise actions.Conflict(str(exc)) from None
         return HttpResponse(status=204)
     data = _body(request)
-    if request.method == "PUT":
-        data.setdefault("name", profile.name)
+    if data.get("name", profile.name) != profile.name:
+        message = "a profile keeps its name (runs refer to it); create a copy instead"
+        return error(422, "invalid_profile", f"invalid fields: name: {message}", {"name": message})
+    data["name"] = profile.name
     try:
         saved = profiles.save_profile(
             data, profile, actor=request.user, partial=request.method == "PATCH"

@@ -6,7 +6,7 @@ their natural ids (customer code, order number, SKU, KB slug, ticket customer+su
 and only missing ones are created, in one transaction.
 
 The first 25 customers and orders A1001 to A1025 are hand-written so that the open tickets
-tell the stories the demo model plays (see ``agentweb.runtime.demo``); the rest is
+tell the stories the demo model plays (see ``tools.ticket.demo``); the rest is
 generated.
 """
 

@@ -119,6 +119,8 @@ def test_put_replaces_patch_changes_and_unknown_names_are_404(people) -> None:
         and put["description"] == ""
         and put["tool_selection"] == "all"
     )
+    renamed = send(client, "put", "/api/agents/p1", {"name": "p2", "system_prompt": "p"})
+    assert renamed.status_code == 422 and "name" in renamed.json()["error"]["details"]
     assert client.get("/api/agents/nobody").status_code == 404
     assert send(client, "put", "/api/agents/nobody", {"system_prompt": "p"}).status_code == 404
 
