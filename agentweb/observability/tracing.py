@@ -50,16 +50,25 @@ SCOPE = "agentweb"
 _TRUE = {"1", "true", "yes", "on"}
 
 
+def _exporters(env: Mapping[str, str]) -> set[str]:
+    names = env.get("OTEL_TRACES_EXPORTER", "otlp") or "otlp"
+    return {name.strip().lower() for name in names.split(",") if name.strip()}
+
+
 def configured(env: Mapping[str, str] = os.environ) -> bool:
-    """Whether the environment asks for traces."""
+    """Whether the environment asks for traces: an OTLP endpoint (or
+    ``OTEL_TRACES_EXPORTER=console``), unless ``OTEL_SDK_DISABLED`` or the exporter
+    ``none``."""
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() in _TRUE:
         return False
-    if env.get("OTEL_TRACES_EXPORTER", "otlp").strip().lower() == "none":
+    exporters = _exporters(env)
+    if "none" in exporters:
         return False
-    return bool(
+    endpoint = bool(
         env.get("OTEL_EXPORTER_OTLP_ENDPOINT", "").strip()
         or env.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "").strip()
     )
+    return "console" in exporters or ("otlp" in exporters and endpoint)
 
 
 def capture_content(env: Mapping[str, str] = os.environ) -> bool:
@@ -106,12 +115,25 @@ def _make_provider(processor: SpanProcessor | None = None) -> TracerProvider:
     if str(resource.attributes.get(SERVICE_NAME, "")).startswith("unknown_service"):
         resource = resource.merge(Resource({SERVICE_NAME: "agentweb"}))
     provider = TracerProvider(resource=resource, id_generator=StoredIds())
-    if processor is None:
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
-        from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    if processor is not None:
+        provider.add_span_processor(processor)
+        return provider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-        processor = BatchSpanProcessor(OTLPSpanExporter())
-    provider.add_span_processor(processor)
+    exporters = _exporters(os.environ)
+    if "otlp" in exporters:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        protocol = os.environ.get(
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "")
+        )
+        if protocol.strip().startswith("grpc"):
+            log.warning("OTLP over gRPC is not installed; traces are sent over HTTP/protobuf")
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    if "console" in exporters:
+        from opentelemetry.sdk.trace.export import ConsoleSpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(ConsoleSpanExporter()))
     return provider
 
 

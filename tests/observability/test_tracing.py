@@ -184,6 +184,8 @@ def test_the_environment_decides() -> None:
     endpoint = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}
     assert not tracing.configured({**endpoint, "OTEL_SDK_DISABLED": "true"})
     assert not tracing.configured({**endpoint, "OTEL_TRACES_EXPORTER": "none"})
+    assert tracing.configured({"OTEL_TRACES_EXPORTER": "console"})
+    assert not tracing.configured({"OTEL_TRACES_EXPORTER": "otlp"})  # no endpoint
 
 
 def test_a_child_run_is_a_subtree_of_its_parents_trace(people, team, enqueued, spans) -> None:
