@@ -27,7 +27,9 @@ def _risk_of(run: Run, tool: str) -> str:
     override = (run.agent.risk_overrides or {}).get(tool) if run.agent_id else None
     if override:
         return str(override)
-    found = registry().get(tool)
+    from agentweb.runs.delegation import builtin
+
+    found = registry().get(tool) or builtin(tool)  # delegate_task, wait_for_tasks: low
     return str(found.risk) if found is not None else "high"
 
 

@@ -154,6 +154,8 @@ def test_it_delegates_in_parallel_waits_durably_and_resumes_with_the_results(
     assert [type(m) for m in seen] == [SystemMessage, UserMessage]
     assert seen[0].content == "You are the shipping agent."
     assert seen[1].content == "Where is parcel 1Z9?"
+    # The built-in tools are low risk: they are not "actions" with a fate.
+    assert run.actions() == []
     # Usage rolls up: the parent's totals include the children's calls.
     assert run.usage["model_calls"] == 3 + 2 + 1
     assert run.usage["children"]["model_calls"] == 3
