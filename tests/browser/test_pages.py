@@ -177,8 +177,10 @@ def test_phone_pages_fit_and_keep_their_controls_on_one_line(
     login: Any, demo: dict[str, Any]
 ) -> None:
     run = settled_run(demo)
+    other = detailed_run(demo)
     operator = login("operator", width=390)
     for path in [
+        f"/runs/compare/?a={run.pk}&b={other.pk}",
         "/tickets/",
         "/runs/",
         "/approvals/",
@@ -190,7 +192,7 @@ def test_phone_pages_fit_and_keep_their_controls_on_one_line(
     ]:
         operator.goto(path)
         no_sideways_scroll(operator)
-        operator.shot(f"phone-{path.strip('/').replace('/', '-')}")
+        operator.shot("phone-" + re.sub(r"[^a-z0-9]+", "-", path).strip("-"), full_page=False)
     operator.goto(f"/runs/{run.pk}/replay/")
     tops = operator.page.eval_on_selector_all(
         ".replay-controls > *:not([hidden])",
@@ -258,6 +260,11 @@ def test_the_run_page_explains_itself(login: Any, demo: dict[str, Any], width: i
     assert "149.00" in changes and "100.00" in changes
     no_sideways_scroll(operator)
     operator.shot(f"run-details-{width}")
+    approver = login("approver", width=width)
+    recent = approver.page.locator("table.decided tr", has_text="issue_refund").first
+    assert "149.00" in recent.inner_text() and "100.00" in recent.inner_text()
+    no_sideways_scroll(approver)
+    approver.shot(f"recently-decided-{width}")
 
 
 def test_cancel_run_asks_first(login: Any, demo: dict[str, Any]) -> None:
@@ -285,3 +292,40 @@ def test_cancel_run_asks_first(login: Any, demo: dict[str, Any]) -> None:
     assert "Cancellation requested" in page.locator(".flash").inner_text()
     run.refresh_from_db()
     assert run.cancel_requested is True
+
+
+def test_the_approvals_inbox_answers_to_keys(login: Any, demo: dict[str, Any]) -> None:
+    from agentweb.runs.models import Approval
+
+    first = f.make_run(demo["operator"], task="First refund")
+    one = f.request_approval(first)
+    second = f.make_run(demo["operator"], task="Second refund")
+    two = f.request_approval(second)
+    approver = login("approver")
+    page = approver.page
+    assert page.url.endswith("/approvals/")
+    page.wait_for_selector("#inbox .inbox-item")
+    page.keyboard.press("j")
+    assert page.locator("#inbox .inbox-item.selected").get_attribute("id") == f"inbox-{one.pk}"
+    page.keyboard.press("j")
+    assert page.locator("#inbox .inbox-item.selected").get_attribute("id") == f"inbox-{two.pk}"
+    page.keyboard.press("k")
+    assert page.locator("#inbox .inbox-item.selected").get_attribute("id") == f"inbox-{one.pk}"
+    page.keyboard.press("e")  # edit box opens with the cursor in it; keys now type
+    edit = page.locator(f"#inbox-{one.pk} details.edit")
+    assert edit.get_attribute("open") is not None
+    assert page.evaluate("document.activeElement.name") == "arguments"
+    page.keyboard.press("Escape")
+    page.evaluate("document.activeElement.blur()")
+    page.keyboard.press("r")
+    assert page.locator(f"#inbox-{one.pk} details.reject").get_attribute("open") is not None
+    page.evaluate("document.activeElement.blur()")
+    page.keyboard.press("a")
+    page.wait_for_function(
+        f"!document.querySelector('#inbox-{one.pk} button[value=approve]')", timeout=10_000
+    )
+    one.refresh_from_db()
+    assert one.status == Approval.Status.APPROVED and one.decided_by == demo["approver"]
+    two.refresh_from_db()
+    assert two.status == Approval.Status.PENDING
+    approver.shot("approvals-keys")
