@@ -792,20 +792,24 @@ def test_outcome_words_for_odd_arguments() -> None:
 
 
 def test_an_edited_approval_shows_what_changed(people: dict) -> None:
+    from tests.shop.conftest import make_customer, make_order
+
+    make_order(make_customer(), "A1001", price="149.00")  # the refund's check reads it
     run = f.make_run(people["operator"], task="Refund")
     approval = f.request_approval(
-        run, arguments={"order_id": "A1", "amount": 149.0, "reason": "broken"}
+        run, arguments={"order_id": "A1001", "amount": 149.0, "reason": "broken"}
     )
     approver = client_for(people["approver"])
-    approver.post(
+    response = approver.post(
         f"/approvals/{approval.pk}/decide/",
         {
             "decision": "edit",
-            "arguments": json.dumps({"order_id": "A1", "amount": 100.0, "reason": "broken"}),
+            "arguments": json.dumps({"order_id": "A1001", "amount": 100.0, "reason": "broken"}),
         },
+        HTTP_HX_REQUEST="true",
     )
     approval.refresh_from_db()
-    assert approval.status == "approved"
+    assert approval.status == "approved", response.content.decode()
     diff = "<code>amount</code> <del>149.00</del> → <ins>100.00</ins>"
     assert diff in client_for(people["operator"]).get(f"/runs/{run.pk}/").content.decode()
     recent = approver.get("/approvals/").content.decode().split("Recently decided", 1)[1]
