@@ -209,7 +209,8 @@ def test_phone_pages_fit_and_keep_their_controls_on_one_line(
 
 def detailed_run(demo: dict[str, Any]) -> Run:
     """A finished run with everything the run page explains: a nested tool result, an
-    auto-approved call, an approval edited after a 74 s wait, and the final answer."""
+    auto-approved call, an approval edited after a 74 s wait (86.00 → 60.00: the demo
+    order allows at most 87.00), and the final answer."""
     from datetime import timedelta
 
     from django.utils import timezone
@@ -225,7 +226,7 @@ def detailed_run(demo: dict[str, Any]) -> Run:
     f.emit(run, {"type": "run_started", "data": {}}, f.model_called(), f.tool_started(), finished)
     f.emit(run, note)
     approval = f.request_approval(
-        run, arguments={"order_id": "A1001", "amount": 149.0, "reason": "cracked"}
+        run, arguments={"order_id": "A1001", "amount": 86.0, "reason": "cracked"}
     )
     RunEvent.objects.filter(run=run, type="approval_requested").update(
         at=timezone.now() - timedelta(seconds=74)
@@ -234,9 +235,9 @@ def detailed_run(demo: dict[str, Any]) -> Run:
         approval_id=approval.pk,
         user=demo["approver"],
         decision="approve",
-        arguments={"order_id": "A1001", "amount": 100.0, "reason": "cracked"},
+        arguments={"order_id": "A1001", "amount": 60.0, "reason": "cracked"},
     )
-    answer = "A refund of 100.00 is on its way."
+    answer = "A refund of 60.00 is on its way."
     f.emit(
         run,
         f.model_called(text=answer, tool=""),
@@ -252,17 +253,17 @@ def test_the_run_page_explains_itself(login: Any, demo: dict[str, Any], width: i
     operator = login("operator", width=width)
     operator.goto(f"/runs/{run.pk}/")
     page = operator.page
-    assert page.get_by_text("A refund of 100.00 is on its way.").count() == 1
+    assert page.get_by_text("A refund of 60.00 is on its way.").count() == 1
     assert "waiting for approval 1m 14s" in page.locator(".timing-legend").inner_text()
     assert "+0.2 s" in page.locator(".ev-tool_call_finished").first.inner_text()
     assert "notes are reversible" in page.locator(".auto-approved").inner_text()
     changes = page.locator(".arg-changes").first.inner_text()
-    assert "149.00" in changes and "100.00" in changes
+    assert "86.00" in changes and "60.00" in changes
     no_sideways_scroll(operator)
     operator.shot(f"run-details-{width}")
     approver = login("approver", width=width)
     recent = approver.page.locator("table.decided tr", has_text="issue_refund").first
-    assert "149.00" in recent.inner_text() and "100.00" in recent.inner_text()
+    assert "86.00" in recent.inner_text() and "60.00" in recent.inner_text()
     no_sideways_scroll(approver)
     approver.shot(f"recently-decided-{width}")
 
