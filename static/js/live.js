@@ -270,6 +270,7 @@
   function approvalsCount() {
     var badge = document.getElementById("nav-pending");
     if (!badge) return;
+    var first = true; // the page was just rendered with this count: no refresh for it
     new LiveSocket(
       function () {
         return "/ws/approvals/";
@@ -279,6 +280,11 @@
           if (data.kind !== "approvals") return;
           badge.textContent = String(data.pending);
           badge.classList.toggle("zero", !data.pending);
+          if (first && String(data.pending) === badge.dataset.rendered) {
+            first = false;
+            return;
+          }
+          first = false;
           document.body.dispatchEvent(new CustomEvent("approvals-changed", { bubbles: true }));
         },
       }

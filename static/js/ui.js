@@ -101,11 +101,29 @@
   });
   // The list is re-rendered by htmx when approvals change: keep the selection by id.
   var selectedId = null;
+  var openBoxes = [];
   document.addEventListener("htmx:beforeSwap", function () {
     var item = current();
     selectedId = item ? item.id : null;
+    // Edit and reject boxes someone has open stay open (with what they typed) when the
+    // list refreshes because another approval came or went.
+    openBoxes = Array.prototype.map.call(
+      document.querySelectorAll("#inbox details[open]"),
+      function (d) {
+        var area = d.querySelector("textarea");
+        return { item: d.closest(".inbox-item").id, cls: d.className, text: area ? area.value : null };
+      }
+    );
   });
   document.addEventListener("htmx:afterSettle", function () {
+    openBoxes.forEach(function (box) {
+      var d = document.querySelector("#" + box.item + " details." + box.cls.split(" ").join("."));
+      if (!d) return;
+      d.open = true;
+      var area = d.querySelector("textarea");
+      if (area && box.text !== null) area.value = box.text;
+    });
+    openBoxes = [];
     if (!selectedId) return;
     var item = document.getElementById(selectedId);
     if (item) select(item);
