@@ -18,6 +18,7 @@ from django.utils import timezone
 from agentweb.observability.steps import events_stored as observe_stored
 from agentweb.runs import publish
 from agentweb.runs.models import AgentProfile, Approval, AuditEntry, Run, RunEvent, arguments_hash
+from agentweb.runtime import events as ev
 from agentweb.runtime.tools import ToolError
 
 log = logging.getLogger(__name__)
@@ -204,7 +205,7 @@ def finish_cancelled(run: Run, *, by: str = "") -> None:
     run.finished_at = timezone.now()
     run.lease_owner, run.lease_expires_at = "", None
     run.save(update_fields=["status", "finished_at", "lease_owner", "lease_expires_at"])
-    append_events(run, [{"type": "run_cancelled", "data": {"by": by}}])
+    append_events(run, [ev.run_cancelled(by=by).to_json()])
     if closed:
         publish.approvals_changed_on_commit()
     from agentweb.runs import delegation
@@ -314,23 +315,16 @@ def do_decide_approval(
             edited_arguments=edited,
             comment=comment,
         )
-        append_events(
-            run,
-            [
-                {
-                    "type": "approval_decided",
-                    "data": {
-                        "call_id": approval.call_id,
-                        "tool": approval.tool,
-                        "decision": status,
-                        "comment": comment,
-                        "arguments": final_args,
-                        "edited": edited is not None,
-                        "by": user.get_username(),
-                    },
-                }
-            ],
+        decided = ev.approval_decided(
+            call_id=approval.call_id,
+            tool=approval.tool,
+            decision="approved" if status == Approval.Status.APPROVED else "rejected",
+            comment=comment,
+            arguments=final_args,
+            edited=edited is not None,
+            by=user.get_username(),
         )
+        append_events(run, [decided.to_json()])
         publish.approvals_changed_on_commit()
         _resume_if_ready(run)
     return approval
@@ -393,23 +387,15 @@ def do_expire_approvals(now: Any = None) -> int:
                 tool=approval.tool,
                 arguments=approval.arguments,
             )
-            append_events(
-                run,
-                [
-                    {
-                        "type": "approval_decided",
-                        "data": {
-                            "call_id": approval.call_id,
-                            "tool": approval.tool,
-                            "decision": "expired",
-                            "comment": approval.comment,
-                            "arguments": approval.arguments,
-                            "edited": False,
-                            "by": None,
-                        },
-                    }
-                ],
+            decided = ev.approval_decided(
+                call_id=approval.call_id,
+                tool=approval.tool,
+                decision="expired",
+                comment=approval.comment,
+                arguments=approval.arguments,
+                by=None,
             )
+            append_events(run, [decided.to_json()])
             publish.approvals_changed_on_commit()
             _resume_if_ready(run)
     return expired

@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from agentweb.runs import publish
 from agentweb.runs.models import AgentProfile, Run
+from agentweb.runtime import events as ev
 from agentweb.runtime.loop import NeedsSubtasks
 from agentweb.runtime.tools import Suspend, Tool, ToolContext, ToolError
 
@@ -77,7 +78,7 @@ def _delegate_task(agent: str, task: str, ctx: ToolContext) -> dict[str, int]:
     return {"task_id": child.pk}
 
 
-def _wait_for_tasks(task_ids: list[int], ctx: ToolContext) -> list[dict[str, Any]]:
+def _wait_for_tasks(task_ids: list[int], ctx: ToolContext) -> list[ev.SubtaskFinishedData]:
     """Wait until the given delegated tasks have ended and return one result per task:
     its status ("succeeded" or "failed") and its result or error.
 
@@ -198,10 +199,7 @@ def announce_children(run: Run, events: list[dict[str, Any]]) -> list[dict[str, 
         if child is None:
             continue
         out.append(
-            {
-                "type": "subtask_started",
-                "data": {"task_id": child.pk, "agent": child.agent.name, "task": child.task},
-            }
+            ev.subtask_started(task_id=child.pk, agent=child.agent.name, task=child.task).to_json()
         )
         if child.status == Run.Status.QUEUED:
             _enqueue_on_commit(child.pk)
@@ -214,11 +212,11 @@ def _enqueue_on_commit(run_id: int) -> None:
     transaction.on_commit(lambda: run_agent.delay(run_id))
 
 
-def task_result(child: Run) -> dict[str, Any]:
+def task_result(child: Run) -> ev.SubtaskFinishedData:
     """What the parent's model reads about one ended child."""
     if child.status == Run.Status.SUCCEEDED:
         answer = child.final_answer or ""
-        out: dict[str, Any] = {"task_id": child.pk, "status": "succeeded"}
+        out: ev.SubtaskFinishedData = {"task_id": child.pk, "status": "succeeded"}
         out["result"] = answer[:RESULT_CHARS]
         if len(answer) > RESULT_CHARS:
             out["truncated"] = True
@@ -273,7 +271,7 @@ def run_ended(run: Run) -> None:
     own = own_usage(ended.usage or {})
     parent = Run.objects.select_for_update().get(pk=run.parent_id)
     result = task_result(ended)
-    actions.append_events(parent, [{"type": "subtask_finished", "data": result}])
+    actions.append_events(parent, [ev.subtask_finished(result).to_json()])
     ancestors = [parent]
     if parent.parent_id is not None:
         ancestors.append(Run.objects.select_for_update().get(pk=parent.parent_id))

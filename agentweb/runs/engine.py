@@ -33,6 +33,7 @@ from agentweb.runs.faults import crash_point
 from agentweb.runs.journal import DbJournal
 from agentweb.runs.models import Approval, Run, ToolExecution, arguments_hash
 from agentweb.runs.pricing import cost_usd
+from agentweb.runtime import events as ev
 from agentweb.runtime.loop import (
     Cancelled,
     Decision,
@@ -215,7 +216,7 @@ def _after_crash(run_id: int, owner: str, exc: Exception) -> str | None:
                 "lease_expires_at",
             ]
         )
-        actions.append_events(run, [{"type": "run_failed", "data": {"reason": run.failure_reason}}])
+        actions.append_events(run, [ev.run_failed(reason=run.failure_reason).to_json()])
         delegation.run_ended(run)
     return Run.Status.FAILED
 
@@ -237,7 +238,7 @@ def _drive(run_id: int, owner: str, held: _Held) -> str:
         if decisions:
             # The decision's event was stored when the person decided (with who and why);
             # the runtime's own copy of it is not stored twice.
-            events = [e for e in agent.decide(state, decisions) if e.type != "approval_decided"]
+            events = [e for e in agent.decide(state, decisions) if e.type != ev.APPROVAL_DECIDED]
             _persist(run, owner, state, [e.to_json() for e in events], None, journal)
     while True:
         if held.lost.is_set():
@@ -439,7 +440,7 @@ def _persist(
 
 
 def _open_approvals(run: Run, outcome: NeedsApproval, events: list[dict[str, Any]]) -> None:
-    announced = {e["data"].get("call_id") for e in events if e["type"] == "approval_requested"}
+    announced = {e["data"].get("call_id") for e in events if e["type"] == ev.APPROVAL_REQUESTED}
     expires = actions.approval_expiry()
     for pending in outcome.calls:
         approval, created = Approval.objects.get_or_create(
@@ -471,18 +472,14 @@ def _open_approvals(run: Run, outcome: NeedsApproval, events: list[dict[str, Any
                 run=run, call_id=pending.call_id, status=ToolExecution.Status.STARTED
             ).update(status=ToolExecution.Status.UNKNOWN)
         if created and pending.call_id not in announced:
-            events.append(
-                {
-                    "type": "approval_requested",
-                    "data": {
-                        "call_id": pending.call_id,
-                        "tool": pending.tool,
-                        "arguments": pending.arguments,
-                        "risk": pending.risk,
-                        "reason": pending.reason or "",
-                    },
-                }
+            requested = ev.approval_requested(
+                call_id=pending.call_id,
+                tool=pending.tool,
+                arguments=pending.arguments,
+                risk=pending.risk,
+                reason=pending.reason or "",
             )
+            events.append(requested.to_json())
         if created:
             actions.audit(
                 "approval_requested",

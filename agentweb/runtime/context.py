@@ -319,15 +319,16 @@ class LayeredContextPolicy(ContextPolicy):
         events: list[Event] = []
         if done:
             mem.compactions += 1
-            data: dict[str, Any] = {
-                "tokens_before": tokens_before,
-                "tokens_after": tokens,
-                "budget": self.budget_tokens,
-                "actions": sorted(k for k in done if k in _ACTIONS),
-                **done,
-                "window_start": mem.window_start,
-            }
-            events.append(Event(ev.CONTEXT_COMPACTED, data))
+            events.append(
+                ev.context_compacted(
+                    tokens_before=tokens_before,
+                    tokens_after=tokens,
+                    budget=self.budget_tokens,
+                    actions=sorted(k for k in done if k in _ACTIONS),
+                    done=done,
+                    window_start=mem.window_start,
+                )
+            )
         state.memory["context"] = mem.model_dump(mode="json")
         info: dict[str, Any] = {
             "budget": self.budget_tokens,

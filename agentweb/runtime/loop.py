@@ -414,14 +414,11 @@ class Agent:
             call.decision = "approved" if d.approved else "rejected"
             call.comment = d.comment
             out.append(
-                Event(
-                    ev.APPROVAL_DECIDED,
-                    {
-                        "call_id": call.call_id,
-                        "decision": call.decision,
-                        "comment": d.comment,
-                        "arguments": call.arguments if d.approved else None,
-                    },
+                ev.approval_decided(
+                    call_id=call.call_id,
+                    decision=call.decision,
+                    comment=d.comment,
+                    arguments=call.arguments if d.approved else None,
                 )
             )
         if not state.pending_approvals and state.status == "waiting_approval":
@@ -432,7 +429,7 @@ class Agent:
         if state.status in TERMINAL:
             return []
         state.status = "cancelled"
-        return [Event(ev.RUN_CANCELLED, {"iteration": state.iteration})]
+        return [ev.run_cancelled(iteration=state.iteration)]
 
     def run(
         self,
@@ -614,10 +611,7 @@ class Agent:
             if objection:
                 state.messages.append(UserMessage(content=objection))
                 events.append(
-                    Event(
-                        ev.COMPLETION_OBJECTED,
-                        {"validator": self.validator_name, "reason": str(objection)},
-                    )
+                    ev.completion_objected(validator=self.validator_name, reason=str(objection))
                 )
                 return None
             return self._finish(state, answer, "validator", None, events)
@@ -792,21 +786,19 @@ class Agent:
             item.content = format_for_model(res.result, self.config.max_result_chars)
         else:
             item.content = res.error or "Error"
-        data: dict[str, Any] = {
-            "call_id": item.call_id,
-            "tool": item.name,
-            "ok": res.ok,
-            "result": res.result,
-            "error": res.error,
-            "duration_ms": res.duration_ms,
-        }
-        if res.ok and len(item.content) > self.config.max_result_chars > 0:
-            data["truncated"] = True
-        if reused:
-            data["reused"] = True
+        event = ev.tool_call_finished(
+            call_id=item.call_id,
+            tool=item.name,
+            ok=res.ok,
+            result=res.result,
+            error=res.error,
+            duration_ms=res.duration_ms,
+            truncated=res.ok and len(item.content) > self.config.max_result_chars > 0,
+            reused=reused,
+        )
         if res.images:
-            item.attachments = self._store_images(res, data)
-        events.append(Event(ev.TOOL_CALL_FINISHED, data))
+            item.attachments = self._store_images(res, event.data)
+        events.append(event)
 
     def _resume_turn(
         self,
@@ -891,33 +883,32 @@ class Agent:
     ) -> Outcome:
         state.status = "finished"
         state.final_answer, state.decided_by, state.finish_reason = answer, decided_by, reason
-        data: dict[str, Any] = {"final_answer": answer, "decided_by": decided_by}
-        if reason:
-            data["reason"] = reason
-        if answer.endswith(TRUNCATED_MARK):
-            data["truncated"] = True
-        data["usage"] = state.usage.model_dump()
-        events.append(Event(ev.RUN_FINISHED, data))
+        events.append(
+            ev.run_finished(
+                final_answer=answer,
+                decided_by=decided_by,
+                usage=state.usage.model_dump(),
+                reason=reason,
+                truncated=answer.endswith(TRUNCATED_MARK),
+            )
+        )
         return Finished(answer, decided_by, reason)
 
     def _fail(self, state: LoopState, reason: str, events: list[Event]) -> Outcome:
         state.status = "failed"
         state.failure_reason = reason
-        events.append(Event(ev.RUN_FAILED, {"reason": reason}))
+        events.append(ev.run_failed(reason=reason))
         return Failed(reason)
 
     # -- event builders --------------------------------------------------------------------
 
     def _run_started(self, state: LoopState) -> Event:
-        return Event(
-            ev.RUN_STARTED,
-            {
-                "task": state.task,
-                "model": self.model.name,
-                "scripted": bool(getattr(self.model, "scripted", False)),
-                "tools": self.tools.names(),
-                "max_iterations": self.config.max_iterations,
-            },
+        return ev.run_started(
+            task=state.task,
+            model=self.model.name,
+            scripted=bool(getattr(self.model, "scripted", False)),
+            tools=self.tools.names(),
+            max_iterations=self.config.max_iterations,
         )
 
     @staticmethod
@@ -927,64 +918,54 @@ class Agent:
         state: LoopState,
         context: dict[str, Any] | None = None,
     ) -> Event:
-        data: dict[str, Any] = {
-            "model": response.model,
-            "latency_ms": round(response.latency_ms, 3),
-            "tokens": {
-                "input": response.usage.input_tokens,
-                "output": response.usage.output_tokens,
-            },
-            "text": message.content,
-            "tool_calls": [
-                {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
-            ],
-            "finish_reason": response.finish_reason,
-            "iteration": state.iteration,
-        }
-        if response.cut_off:  # stopped at the output token limit
-            data["cut_off"] = True
-            if state.cut_calls:
-                cut = set(state.cut_calls)
-                for c in data["tool_calls"]:
-                    if c["id"] in cut:
-                        c["cut_off"] = True
-        if message.content.endswith(TRUNCATED_MARK):
-            data["truncated"] = True
-        if message.reasoning:
-            data["reasoning"] = message.reasoning
-        if context:
-            data["context"] = context  # what the model saw (layers, tools, tokens)
-        return Event(ev.MODEL_CALLED, data)
+        calls: list[dict[str, Any]] = [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
+        ]
+        if response.cut_off and state.cut_calls:  # stopped at the output token limit
+            cut = set(state.cut_calls)
+            for c in calls:
+                if c["id"] in cut:
+                    c["cut_off"] = True
+        return ev.model_called(
+            model=response.model,
+            latency_ms=round(response.latency_ms, 3),
+            input_tokens=response.usage.input_tokens,
+            output_tokens=response.usage.output_tokens,
+            text=message.content,
+            tool_calls=calls,
+            finish_reason=response.finish_reason,
+            iteration=state.iteration,
+            cut_off=response.cut_off,
+            truncated=message.content.endswith(TRUNCATED_MARK),
+            reasoning=message.reasoning,
+            context=context,
+        )
 
     @staticmethod
     def _started(item: TurnCall, reused: bool = False) -> Event:
-        data: dict[str, Any] = {
-            "call_id": item.call_id,
-            "tool": item.name,
-            "arguments": item.arguments,
-            "risk": item.risk,
-        }
+        approval: dict[str, str] | None = None
         if item.decision == "approved":
-            data["approval"] = {"by": "person"}
+            approval = {"by": "person"}
         elif item.risk in ("medium", "high") or item.reason == "policy":
-            data["approval"] = {"by": "policy", "reason": item.policy_reason or "no rule asks"}
-        if item.repaired:
-            data["repaired"] = dict(item.repaired)
-        if reused:
-            data["reused"] = True
-        return Event(ev.TOOL_CALL_STARTED, data)
+            approval = {"by": "policy", "reason": item.policy_reason or "no rule asks"}
+        return ev.tool_call_started(
+            call_id=item.call_id,
+            tool=item.name,
+            arguments=item.arguments,
+            risk=item.risk,
+            approval=approval,
+            repaired=item.repaired,
+            reused=reused,
+        )
 
     @staticmethod
     def _approval_requested(item: TurnCall) -> Event:
-        return Event(
-            ev.APPROVAL_REQUESTED,
-            {
-                "call_id": item.call_id,
-                "tool": item.name,
-                "arguments": item.arguments,
-                "risk": item.risk,
-                "reason": item.reason,
-            },
+        return ev.approval_requested(
+            call_id=item.call_id,
+            tool=item.name,
+            arguments=item.arguments,
+            risk=item.risk,
+            reason=item.reason,
         )
 
     @staticmethod

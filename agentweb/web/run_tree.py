@@ -1,4 +1,4 @@
-"""The run tree on the run page (DESIGN §8): each child's status, link and latest step.
+"""The run tree on the run page: each child's status, link and latest step.
 
 Rendered by the view and sent again over the run's WebSocket whenever a run of the tree
 stores events (a ``run.tree`` wake-up); everything comes from the database.

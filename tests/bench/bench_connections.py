@@ -1,4 +1,4 @@
-"""PostgreSQL connections of the whole stack under polling clients (DESIGN §5).
+"""PostgreSQL connections of the whole stack under polling clients.
 
 24 API clients at once start 60 runs between them (each run asks for one approval),
 poll their runs and the approvals list as a dashboard would, and an approver decides

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from agentweb.runs import actions, engine
 from agentweb.runs.models import Approval, AuditEntry, Run, RunEvent, ToolExecution
+from agentweb.runtime.events import misfit
 from agentweb.runtime.messages import ToolMessage
 from agentweb.runtime.testing import call
 from tests.runs import sample_tools
@@ -21,6 +22,12 @@ def start(people: dict[str, Any], task: str = "Order A1 never arrived") -> Run:
 
 def types(run: Run) -> list[str]:
     return list(RunEvent.objects.filter(run=run).order_by("seq").values_list("type", flat=True))
+
+
+def misfits(run: Run) -> dict[int, list[str]]:
+    """Stored events whose data does not fit their type's shape (runtime.events)."""
+    found = {e.seq: misfit(e.type, e.data) for e in RunEvent.objects.filter(run=run)}
+    return {seq: problems for seq, problems in found.items() if problems}
 
 
 def seqs(run: Run) -> list[int]:
@@ -99,6 +106,7 @@ def test_approve_resumes_once_and_runs_the_call_once(people, scripted, enqueued)
     assert "approval_decided" in types(run)
     run.refresh_from_db()
     assert seqs(run) == list(range(1, run.last_seq + 1))
+    assert misfits(run) == {}
 
 
 def test_edited_arguments_are_what_runs(people, scripted, enqueued) -> None:
@@ -169,6 +177,9 @@ def test_an_expired_approval_counts_as_rejected(people, scripted, enqueued) -> N
     tool_results = [m for m in scripted.requests[-1].messages if isinstance(m, ToolMessage)]
     assert "expired" in tool_results[-1].content
     assert sample_tools.SIDE_EFFECTS["A1"] == 0
+    decided = RunEvent.objects.get(run=run, type="approval_decided").data
+    assert (decided["decision"], decided["by"], decided["edited"]) == ("expired", None, False)
+    assert misfits(run) == {}
 
 
 def test_a_recorded_execution_is_never_repeated(people, scripted, enqueued) -> None:
@@ -234,6 +245,7 @@ def test_cancel_stops_a_waiting_run_and_closes_its_approvals(people, scripted, e
         }
     ]
     assert types(run)[-1] == "run_cancelled"
+    assert misfits(run) == {}
     with pytest.raises(actions.Conflict):
         actions.do_request_cancel(run, people["operator"])
 

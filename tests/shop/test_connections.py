@@ -1,5 +1,5 @@
 """Tool calls run in long-lived pool threads: with the default CONN_MAX_AGE of 0 a
-thread holds no PostgreSQL connection once its call is done (DESIGN §5)."""
+thread holds no PostgreSQL connection once its call is done."""
 
 from __future__ import annotations
 

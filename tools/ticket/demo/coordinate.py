@@ -1,4 +1,4 @@
-"""Delegation (DESIGN §8): a coordinator splits a ticket about a late parcel *and* a
+"""Delegation: a coordinator splits a ticket about a late parcel *and* a
 billing problem between a shipping and a billing specialist, who work in parallel with
 the read tools only, then refunds what billing found due and writes the one reply.
 
