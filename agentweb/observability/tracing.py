@@ -179,20 +179,24 @@ def _provider_and_model(spec: str) -> tuple[str, str]:
     return (provider, model) if sep else ("agentweb", spec or "unknown")
 
 
+def _flags(step: StoredStep) -> Any:
+    from opentelemetry import trace
+
+    sampled = _trace_sampled(_tracer(), step.trace_id)
+    return trace.TraceFlags(trace.TraceFlags.SAMPLED if sampled else trace.TraceFlags.DEFAULT)
+
+
 def _parent(step: StoredStep) -> Any:
     """Context whose current span is the run's root span (a remote parent)."""
     from opentelemetry import trace
 
-    tracer = _tracer()
     trace_id, span_id = int(step.trace_id, 16), int(step.span_id, 16)
-    sampled = _root_sampled(tracer, step)
-    flags = trace.TraceFlags(trace.TraceFlags.SAMPLED if sampled else trace.TraceFlags.DEFAULT)
-    root = trace.SpanContext(trace_id, span_id, is_remote=True, trace_flags=flags)
+    root = trace.SpanContext(trace_id, span_id, is_remote=True, trace_flags=_flags(step))
     return trace.set_span_in_context(trace.NonRecordingSpan(root))
 
 
 def _root_context(step: StoredStep) -> Any:
-    """Parent context of the root span: none, or a parent run's root span."""
+    """Parent context of the root span: none, or the delegating call's span (a child)."""
     from opentelemetry import trace
 
     if not step.parent_span_id:
@@ -201,19 +205,19 @@ def _root_context(step: StoredStep) -> Any:
         int(step.trace_id, 16),
         int(step.parent_span_id, 16),
         is_remote=True,
-        trace_flags=trace.TraceFlags(trace.TraceFlags.SAMPLED),
+        trace_flags=_flags(step),
     )
     return trace.set_span_in_context(trace.NonRecordingSpan(parent))
 
 
-def _root_sampled(tracer: Tracer, step: StoredStep) -> bool:
-    """The sampler's decision for the run's root span: the same in every process (the
-    standard samplers decide on the trace id), so a run's spans are kept or dropped
-    together."""
+def _trace_sampled(tracer: Tracer, trace_id: str) -> bool:
+    """The sampler's decision for the trace's top root span, made again wherever a span
+    of it is created: the standard samplers decide on the trace id alone, so every
+    process agrees and a run tree's spans are kept or dropped together."""
     sampler = getattr(tracer, "sampler", None)
     if sampler is None:
         return True
-    result = sampler.should_sample(_root_context(step), int(step.trace_id, 16), "invoke_agent")
+    result = sampler.should_sample(None, int(trace_id, 16), "invoke_agent")
     return bool(result.decision.is_sampled())
 
 

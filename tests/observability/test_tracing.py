@@ -249,3 +249,38 @@ def test_the_api_gives_the_trace_id(people, scripted, enqueued, client) -> None:
     assert body["trace_id"] == run.trace_id
     schema = client.get("/api/openapi.json").json()["components"]["schemas"]["Run"]
     assert "trace_id" in schema["properties"]
+
+
+def test_sampling_keeps_or_drops_a_run_tree_whole(
+    people, scripted, enqueued, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER", "parentbased_traceidratio")
+    monkeypatch.setenv("OTEL_TRACES_SAMPLER_ARG", "0.5")
+    exporter = InMemorySpanExporter()
+    try:
+        tracing.use_processor(SimpleSpanProcessor(exporter))
+        runs = []
+        for i in range(16):
+            scripted.enqueue(call("lookup", order_id=f"S{i}"), "Done.")
+            run = actions.do_create_run(user=people["operator"], task=f"Order S{i}")
+            engine.execute_run(run.pk)
+            runs.append(run)
+    finally:
+        tracing.reset()
+    exported = {span.context.trace_id for span in exporter.get_finished_spans()}
+    kept = [r for r in runs if int(r.trace_id, 16) in exported]
+    assert 0 < len(kept) < len(runs)  # half, by trace id
+    for run in kept:  # a kept run has all its spans, a dropped one none
+        assert (
+            len(
+                [
+                    s
+                    for s in exporter.get_finished_spans()
+                    if s.context.trace_id == int(run.trace_id, 16)
+                ]
+            )
+            == 4
+        )
