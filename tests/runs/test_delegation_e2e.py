@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from agentweb.runs.models import AgentProfile, Approval, Run, RunEvent
-from tests.conftest import Proc, start_web, start_worker, wait_for
+from tests.conftest import Proc, start_beat, start_web, start_worker, wait_for
 from tests.fakes.llm_server import FakeLLMServer, Recorded, Reply, oa_call, oa_reply
 
 pytestmark = pytest.mark.e2e
@@ -84,6 +84,7 @@ def env(stack_env: dict[str, str], llm: FakeLLMServer) -> dict[str, str]:
         "OPENAI_API_KEY": "test-key",
         "AGENTWEB_STREAM": "0",
         "AGENTWEB_QUEUE": f"e2e-delegation-{os.getpid()}",
+        "AGENTWEB_LEASE_SECONDS": "2",
     }
 
 
@@ -116,8 +117,8 @@ def _client(web: str, username: str) -> httpx.Client:
     return httpx.Client(base_url=web, headers=headers, timeout=10)
 
 
-def _worker(env: dict[str, str], tmp: Any, threads: int) -> Proc:
-    return start_worker({**env, "AGENTWEB_TOOLS": "tests.runs.sample_tools"}, tmp, "w", threads)
+def _worker(env: dict[str, str], tmp: Any, threads: int, name: str = "w") -> Proc:
+    return start_worker({**env, "AGENTWEB_TOOLS": "tests.runs.sample_tools"}, tmp, name, threads)
 
 
 def _start(web: str, task: str) -> int:
@@ -204,3 +205,37 @@ def test_a_failed_child_reaches_the_parent_and_cancel_takes_the_subtree(
         assert not Approval.objects.filter(run__parent_id=run_id, status="pending").exists()
     finally:
         worker.stop()
+
+
+@pytest.mark.parametrize(
+    "point",
+    ["tool_begun:delegate_task", "tool_returned:delegate_task", "step_committing:delegate_task"],
+)
+def test_a_worker_killed_mid_delegation_makes_each_child_once(
+    team, env, web, tmp_path, point
+) -> None:
+    """The worker dies (like kill -9) after a child was created but before the step that
+    announced it committed; the worker that takes over gets the same children."""
+    from agentweb.runs.models import ToolExecution
+
+    doomed = _worker({**env, "AGENTWEB_TEST_CRASH_AT": point}, tmp_path, 4, "doomed")
+    run_id = _start(web, "Late parcel and a double charge")
+    wait_for(lambda: doomed.proc.poll() is not None, 30)
+    assert doomed.proc.returncode == 86, doomed.output()[-2000:]
+    doomed.stop()
+    healthy = _worker(env, tmp_path, 4, "healthy")
+    beat = start_beat(env, tmp_path)
+    try:
+        run = _finished(run_id)
+        assert run.status == "succeeded", (run.failure_reason, healthy.output()[-3000:])
+        children = Run.objects.filter(parent_id=run_id)
+        assert children.count() == 2
+        assert sorted(children.values_list("parent_call_id", flat=True)) == ["d-1", "d-2"]
+        assert {c.status for c in children} == {"succeeded"}
+        assert ToolExecution.objects.filter(run_id=run_id, tool="delegate_task").count() == 2
+        started = RunEvent.objects.filter(run_id=run_id, type="subtask_started")
+        assert sorted(e.data["task_id"] for e in started) == sorted(c.pk for c in children)
+        assert RunEvent.objects.filter(run_id=run_id, type="subtask_finished").count() == 2
+    finally:
+        beat.stop()
+        healthy.stop()
