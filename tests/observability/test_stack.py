@@ -13,7 +13,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agentweb.runs.models import Approval, Run, RunEvent
-from tests.conftest import Proc, start_web, start_worker, wait_for
+from tests.conftest import Proc, start_beat, start_web, start_worker, wait_for
 from tests.fakes.llm_server import FakeLLMServer, Recorded, Reply, oa_call, oa_reply
 from tests.fakes.otlp_sink import OtlpSink
 
@@ -69,7 +69,9 @@ def stack(
         procs.append(web)
         procs.append(start_worker(env, tmp, "obs-a", concurrency=2))
         procs.append(start_worker(env, tmp, "obs-b", concurrency=2))
-        yield {"url": url, "web": web, "workers": procs[1:], "env": env}
+        beat = start_beat(env, tmp)
+        procs.append(beat)
+        yield {"url": url, "web": web, "workers": procs[1:3], "beat": beat, "env": env}
     finally:
         for proc in reversed(procs):
             proc.stop()
@@ -198,6 +200,8 @@ def test_metrics_traces_and_logs_cover_every_process(people, stack, sink) -> Non
     workers = [x for proc in stack["workers"] for x in lines(proc)]
     assert {x["process"] for x in workers} == {"worker"}
     assert any(x["message"].endswith(" ready.") for x in workers)
+    beat = wait_for(lambda: [x for x in lines(stack["beat"]) if "due task" in x["message"]], 15)
+    assert {x["process"] for x in lines(stack["beat"])} == {"beat"} and beat
     for run_id in ids:
         run = Run.objects.get(pk=run_id)
         mine = [x for x in workers if x.get("run_id") == run_id]
