@@ -104,6 +104,11 @@ def test_a_second_person_approves_a_refund_and_the_run_continues_live(login: Any
     page.wait_for_selector(".ev-run_finished", timeout=60_000)
     page.wait_for_selector("#run-status.status-succeeded", timeout=15_000)
     assert page.evaluate("window.__sameDocument") is True
+    # The final answer is shown once, also when it arrived live.
+    final = page.locator(".ev-run_finished .final").inner_text().strip()
+    thoughts = [t.strip() for t in page.locator(".ev-model_called .thought").all_inner_texts()]
+    assert final and final not in thoughts
+    assert page.locator(".ev-model_called .final-ref").count() == 1
     decided = page.locator(".ev-approval_decided").all_inner_texts()
     assert len(decided) == 2
     assert all("Approved" in d and "approver" in d for d in decided)

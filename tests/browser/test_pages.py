@@ -330,3 +330,15 @@ def test_the_approvals_inbox_answers_to_keys(login: Any, demo: dict[str, Any]) -
     two.refresh_from_db()
     assert two.status == Approval.Status.PENDING
     approver.shot("approvals-keys")
+
+
+def test_admin_pages_fit_a_phone(login: Any, demo: dict[str, Any]) -> None:
+    from agentweb.runs.models import AgentProfile
+
+    profile = AgentProfile.objects.order_by("pk").first()
+    assert profile is not None
+    admin = login("admin", width=390)
+    for path in ["/agents/", f"/agents/{profile.pk}/"]:
+        admin.goto(path)
+        no_sideways_scroll(admin)
+        admin.shot("phone-admin-" + re.sub(r"[^a-z0-9]+", "-", path).strip("-"), full_page=False)
