@@ -99,6 +99,32 @@ SCHEMAS: dict[str, Any] = {
                 "pattern": "^[0-9a-f]{32}$",
                 "description": "The run's OpenTelemetry trace id (children share it)",
             },
+            "actions": {
+                "type": "array",
+                "description": "Every medium/high-risk call of the run with its fate",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "tool": {"type": "string"},
+                        "call_id": {"type": "string"},
+                        "status": {
+                            "type": "string",
+                            "enum": [
+                                "pending",
+                                "executed",
+                                "rejected",
+                                "failed",
+                                "expired",
+                                "cancelled",
+                            ],
+                        },
+                        "approved_by": {
+                            "type": ["string", "null"],
+                            "enum": ["person", "policy", None],
+                        },
+                    },
+                },
+            },
         },
     },
     "Agent": {
@@ -239,7 +265,8 @@ PATHS: dict[str, Any] = {
             },
             "responses": {
                 "201": _json(_ref("Run"), "Created"),
-                **_errors("400", "401", "403", "404"),
+                # 409 ticket_busy: the ticket has an active run, named by "active_run"
+                **_errors("400", "401", "403", "404", "409"),
             },
         },
     },

@@ -1094,7 +1094,9 @@ class RunIterator(Iterator[Event]):
             if self.state.status not in TERMINAL and cancel():
                 yield from agent.cancel(self.state)
                 return
-            result = agent.step(self.state, on_delta=on_delta, tool_context=tool_context)
+            result = agent.step(
+                self.state, on_delta=on_delta, tool_context=tool_context, cancel=cancel
+            )
             yield from result.events
             if result.outcome is not None:
                 return

@@ -45,8 +45,9 @@ from tests.fakes.llm_server import FakeLLMServer, Recorded, Reply, oa_call, oa_r
 WRITES = 2
 
 
-def responder(customer: str) -> Any:
-    """Two notes, one per turn, then an answer; decided by the conversation so far."""
+def responder(customer: str, delay: float) -> Any:
+    """Two notes, one per turn, then an answer; decided by the conversation so far. Each
+    reply takes ``delay`` seconds, so kills land while runs are in flight."""
 
     def respond(req: Recorded) -> Reply:
         messages = req.json["messages"]
@@ -58,8 +59,8 @@ def responder(customer: str) -> Any:
             call = oa_call(
                 f"w{done + 1}", "add_customer_note", {"customer_id": customer, "note": note}
             )
-            return Reply(json=oa_reply(tool_calls=[call]))
-        return Reply(json=oa_reply(content=f"Both notes for {key} are in place."))
+            return Reply(delay=delay, json=oa_reply(tool_calls=[call]))
+        return Reply(delay=delay, json=oa_reply(content=f"Both notes for {key} are in place."))
 
     return respond
 
@@ -117,6 +118,7 @@ def main() -> int:
     parser.add_argument("--min-gap", type=float, default=0.5)
     parser.add_argument("--max-gap", type=float, default=2.0)
     parser.add_argument("--timeout", type=float, default=1200)
+    parser.add_argument("--model-delay", type=float, default=0.3, help="seconds per reply")
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
 
@@ -156,7 +158,7 @@ def main() -> int:
 
     server = FakeLLMServer()
     server.record = False
-    server.responder = responder(customer)
+    server.responder = responder(customer, args.model_delay)
     env["OPENAI_BASE_URL"] = server.openai_url
     tmp = Path(tempfile.mkdtemp(prefix="agentweb-crash-"))
     conn = psycopg.connect(env["DATABASE_URL"], autocommit=True)
@@ -172,11 +174,26 @@ def main() -> int:
             with httpx.Client(
                 base_url=url, headers={"Authorization": f"Bearer {operator}"}, timeout=60
             ) as c:
-                return int(c.post("/api/runs", json={"task": f"Bench run B{i}"}).json()["id"])
+                for _ in range(20):  # the machine's PostgreSQL is shared: retry a 503
+                    try:
+                        r = c.post("/api/runs", json={"task": f"Bench run B{i}"})
+                    except httpx.HTTPError:
+                        time.sleep(0.5)
+                        continue
+                    if r.status_code == 201:
+                        return int(r.json()["id"])
+                    time.sleep(0.5)
+            raise SystemExit(f"run B{i} could not be created")
 
-        with ThreadPoolExecutor(max_workers=16) as pool:
-            ids = list(pool.map(create, range(args.runs)))
+        ids: list[int] = []
         started = time.monotonic()
+
+        def create_all() -> None:  # runs start while the kills already go on
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                ids.extend(pool.map(create, range(args.runs)))
+
+        creator = threading.Thread(target=create_all, daemon=True)
+        creator.start()
         done = threading.Event()
         asked = {"approved": 0}
 
@@ -204,11 +221,14 @@ def main() -> int:
         held_at_kill: list[tuple[float, list[int]]] = []
         host = socket.gethostname()
         while time.monotonic() - started < args.timeout:
-            left = conn.execute(
-                "SELECT count(*) FROM runs_run WHERE id = ANY(%s) AND status NOT IN "
-                "('succeeded','failed','cancelled')",
-                (ids,),
-            ).fetchone()
+            if creator.is_alive() or len(ids) < args.runs:
+                left: Any = (1,)
+            else:
+                left = conn.execute(
+                    "SELECT count(*) FROM runs_run WHERE id = ANY(%s) AND status NOT IN "
+                    "('succeeded','failed','cancelled')",
+                    (ids,),
+                ).fetchone()
             if left is not None and left[0] == 0:
                 break
             time.sleep(random.uniform(args.min_gap, args.max_gap))

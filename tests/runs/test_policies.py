@@ -221,3 +221,28 @@ def test_the_agent_page_refuses_never_and_audits_a_change(people, sample_registr
     assert client.post(f"/agents/{profile.pk}/", form).status_code == 302
     entry = AuditEntry.objects.get(action="approval_policies_changed")
     assert entry.data["after"] == {"pay_out": "always"} and entry.actor == people["admin"]
+
+
+def test_the_api_refuses_never_with_422_and_audits_a_change(people, sample_registry) -> None:
+    import json as _json
+
+    from django.test import Client
+
+    from agentweb.accounts.models import ApiToken
+
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {ApiToken.issue(people['admin'])}")
+
+    def patch(policies: Any) -> Any:
+        return client.patch(
+            "/api/agents/ticket-assistant",
+            data=_json.dumps({"approval_policies": policies}),
+            content_type="application/json",
+        )
+
+    refused = patch({"pay_out": "never"})
+    assert refused.status_code == 422, refused.content
+    assert "approval_policies" in _json.dumps(refused.json())
+    assert not AuditEntry.objects.filter(action="approval_policies_changed").exists()
+    assert patch({"pay_out": RULE}).status_code == 200
+    entry = AuditEntry.objects.get(action="approval_policies_changed")
+    assert entry.data["after"] == {"pay_out": RULE} and entry.actor == people["admin"]

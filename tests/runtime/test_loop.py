@@ -593,10 +593,11 @@ def test_cancellation_is_checked_between_steps():
     model = ScriptedModel([call("get_order", order_id="A1"), "never"])
     agent = make(model)
     state = agent.start("x")
-    steps = iter([False, True])
-    events, outcome = drive(agent, state, cancel=lambda: next(steps))
+    # cancelled while the first reply was coming: that reply's call never runs
+    events, outcome = drive(agent, state, cancel=lambda: len(model.requests) >= 1)
     assert types(events)[-1] == "run_cancelled" and outcome == Cancelled()
     assert state.status == "cancelled" and model.remaining == 1
+    assert "tool_call_started" not in types(events)
 
 
 def test_a_model_error_fails_the_run():
