@@ -159,6 +159,7 @@ class ApprovalRequestedData(TypedDict):
     arguments: Any
     risk: str
     reason: str | None  # high_risk | policy | malformed_arguments | unknown_outcome; host: ""
+    why: NotRequired[str]  # in words: what a rule found (e.g. the total it reached)
 
 
 Decision = Literal["approved", "rejected", "expired"]
@@ -360,7 +361,13 @@ def tool_call_finished(
 
 
 def approval_requested(
-    *, call_id: str, tool: str, arguments: Any, risk: str, reason: str | None
+    *,
+    call_id: str,
+    tool: str,
+    arguments: Any,
+    risk: str,
+    reason: str | None,
+    why: str | None = None,
 ) -> Event:
     data: ApprovalRequestedData = {
         "call_id": call_id,
@@ -369,6 +376,8 @@ def approval_requested(
         "risk": risk,
         "reason": reason,
     }
+    if why:
+        data["why"] = why
     return _event(APPROVAL_REQUESTED, data)
 
 

@@ -960,12 +960,14 @@ class Agent:
 
     @staticmethod
     def _approval_requested(item: TurnCall) -> Event:
+        why = item.policy_reason if item.reason in ("policy", "high_risk") else None
         return ev.approval_requested(
             call_id=item.call_id,
             tool=item.name,
             arguments=item.arguments,
             risk=item.risk,
             reason=item.reason,
+            why=why,  # in words, e.g. the total a rule reached
         )
 
     @staticmethod

@@ -58,8 +58,9 @@ def test_ten_small_refunds_in_one_reply_need_a_person_from_the_second(
         "by": "policy",
         "reason": "amount below 20 on order_id A1 (total 19.99)",
     }
-    requested = RunEvent.objects.filter(run=run, type="approval_requested")
+    requested = RunEvent.objects.filter(run=run, type="approval_requested").order_by("seq")
     assert requested.count() == 9
+    assert requested[0].data["why"] == "amount on order_id A1 reaches 20 (total 39.97)"
 
 
 def test_small_refunds_across_turns_add_up(people, scripted, enqueued, summed) -> None:
