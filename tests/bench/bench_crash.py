@@ -2,7 +2,9 @@
 
 200 runs, each doing two writes that need no approval (``add_customer_note`` on the demo
 shop, whose ledger is in PostgreSQL), against two worker processes; every 0.5–2 s one of
-them, at random, is killed with SIGKILL and started again. A call whose outcome a kill
+them, at random, is killed with SIGKILL and started again. Runs are fed so that at most
+``--in-flight`` are unfinished at a time: a run a kill interrupted then waits for a live
+worker, not behind a queue of fresh runs (what is measured is recovery, not backlog). A call whose outcome a kill
 left unknown goes to a person: an approver (this script, through the API) "checks" and
 approves it, and it runs again under the same idempotency key.
 
@@ -28,7 +30,6 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -114,7 +115,14 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("-n", "--runs", type=int, default=200)
     parser.add_argument("--lease", type=int, default=2, help="AGENTWEB_LEASE_SECONDS")
-    parser.add_argument("--threads", type=int, default=4, help="threads per worker")
+    parser.add_argument("--threads", type=int, default=8, help="threads per worker")
+    parser.add_argument(
+        "--in-flight",
+        type=int,
+        default=8,
+        help="runs started and not finished at any time (a new one starts as one ends), so "
+        "a run a kill interrupted waits for a worker, not behind a queue of fresh runs",
+    )
     parser.add_argument("--min-gap", type=float, default=0.5)
     parser.add_argument("--max-gap", type=float, default=2.0)
     parser.add_argument("--timeout", type=float, default=1200)
@@ -162,6 +170,7 @@ def main() -> int:
     env["OPENAI_BASE_URL"] = server.openai_url
     tmp = Path(tempfile.mkdtemp(prefix="agentweb-crash-"))
     conn = psycopg.connect(env["DATABASE_URL"], autocommit=True)
+    conn_feed = psycopg.connect(env["DATABASE_URL"], autocommit=True)
     web = beat = workers = None
     results: dict[str, Any] = {}
     try:
@@ -189,8 +198,17 @@ def main() -> int:
         started = time.monotonic()
 
         def create_all() -> None:  # runs start while the kills already go on
-            with ThreadPoolExecutor(max_workers=8) as pool:
-                ids.extend(pool.map(create, range(args.runs)))
+            for i in range(args.runs):
+                while True:
+                    busy = conn_feed.execute(
+                        "SELECT count(*) FROM runs_run WHERE id = ANY(%s) AND status NOT IN "
+                        "('succeeded','failed','cancelled')",
+                        (ids,),
+                    ).fetchone()
+                    if busy is None or busy[0] < args.in_flight:
+                        break
+                    time.sleep(0.05)
+                ids.append(create(i))
 
         creator = threading.Thread(target=create_all, daemon=True)
         creator.start()
@@ -232,9 +250,11 @@ def main() -> int:
             if left is not None and left[0] == 0:
                 break
             time.sleep(random.uniform(args.min_gap, args.max_gap))
-            slot_pids = [p.proc.pid for p in workers.slots]
-            victim = random.randrange(2)
-            pid = slot_pids[victim]
+            alive = [i for i, p in enumerate(workers.slots) if p.proc.poll() is None]
+            if not alive:
+                continue
+            victim = random.choice(alive)
+            pid = workers.slots[victim].proc.pid
             held = [
                 r[0]
                 for r in conn.execute(
@@ -244,10 +264,9 @@ def main() -> int:
             ]
             at = time.time()
             proc = workers.slots[victim]
-            if proc.proc.poll() is None:
-                proc.kill9()
-                workers.kills.append((at, pid))
-                held_at_kill.append((at, held))
+            proc.kill9()
+            workers.kills.append((at, pid))
+            held_at_kill.append((at, held))
             proc.log.close()
             workers.slots[victim] = workers._start(victim)
         wall = time.monotonic() - started
@@ -328,6 +347,7 @@ def main() -> int:
                 f"{results['recovery_max_s']} s (bar: lease {args.lease} s + 5 s = {bar} s)"
             )
     finally:
+        conn_feed.close()
         if workers is not None:
             workers.stop()
         for proc in (beat, web):
