@@ -51,6 +51,8 @@ def responder(customer: str, delay: float) -> Any:
     reply takes ``delay`` seconds, so kills land while runs are in flight."""
 
     def respond(req: Recorded) -> Reply:
+        if not isinstance(req.json, dict):  # a request cut short by a kill
+            return Reply(status=400, json={"error": {"message": "incomplete request"}})
         messages = req.json["messages"]
         task = next(m for m in messages if m["role"] == "user")["content"]
         key = task.split()[-1]
