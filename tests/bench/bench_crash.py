@@ -4,9 +4,10 @@
 shop, whose ledger is in PostgreSQL), against two worker processes; every 0.5–2 s one of
 them, at random, is killed with SIGKILL and started again. Runs are fed so that at most
 ``--in-flight`` are unfinished at a time: a run a kill interrupted then waits for a live
-worker, not behind a queue of fresh runs (what is measured is recovery, not backlog). A call whose outcome a kill
-left unknown goes to a person: an approver (this script, through the API) "checks" and
-approves it, and it runs again under the same idempotency key.
+worker, not behind a queue of fresh runs (what is measured is recovery, not backlog).
+A call whose outcome a kill left unknown goes to a person: an approver (this script,
+through the API) "checks" and approves it, and it runs again under the same idempotency
+key.
 
 Reported: runs finished, writes executed per intended write (the bar: exactly 1.00, no
 note missing or doubled), how many calls went to a person, and the recovery time (from a
