@@ -20,6 +20,7 @@ from django.views.decorators.csrf import csrf_exempt
 from agentweb.accounts.models import ApiToken, hash_token
 from agentweb.middleware import MAX_INT, BadInput, request_json
 from agentweb.runs import actions
+from agentweb.runs.api_input import DecideApproval, StartRun
 from agentweb.runs.delegation import children_ids
 from agentweb.runs.models import Approval, Run, RunEvent
 from agentweb.runs.outcomes import actions_by_run
@@ -175,20 +176,9 @@ def runs(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         if not request.user.has_perm("runs.add_run"):
             raise actions.NotAllowed("you may not start runs")
-        data = _body(request)
-        task = data.get("task", "")
-        if not isinstance(task, str):
-            raise actions.ActionError("task must be a string")
-        agent = data.get("agent")
-        if agent is not None and not isinstance(agent, str):
-            raise actions.ActionError("agent must be a string")
-        ticket = data.get("ticket")
-        if ticket is not None and (isinstance(ticket, bool) or not isinstance(ticket, int)):
-            raise actions.ActionError("ticket must be an integer id")
-        if not task.strip() and ticket is None:
-            raise actions.ActionError("task must not be empty")
+        start = StartRun.parse(_body(request))
         run = actions.do_create_run(
-            user=_user(request), task=task, agent_name=agent, ticket_id=ticket
+            user=_user(request), task=start.task, agent_name=start.agent, ticket_id=start.ticket
         )
         run = Run.objects.select_related("agent", "created_by").get(pk=run.pk)
         return JsonResponse(run_json(run), status=201)
@@ -254,19 +244,13 @@ def approvals(request: HttpRequest) -> HttpResponse:
 
 @api_view(("POST",))
 def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
-    data = _body(request)
-    arguments = data.get("arguments")
-    if arguments is not None and not isinstance(arguments, dict):
-        raise actions.InvalidArguments("arguments must be a JSON object")
-    comment = data.get("comment", "")
-    if not isinstance(comment, str):
-        raise actions.ActionError("comment must be a string")
+    decide = DecideApproval.parse(_body(request))
     approval = actions.do_decide_approval(
         approval_id=approval_id,
         user=_user(request),
-        decision=str(data.get("decision", "")),
-        comment=comment,
-        arguments=arguments,
+        decision=decide.decision,
+        comment=decide.comment,
+        arguments=decide.arguments,
     )
     return JsonResponse(approval.as_json())
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.http import HttpRequest, JsonResponse
 
+from agentweb.runs.api_input import DecideApproval, StartRun, request_schema
 from agentweb.runs.models import Approval, Run
 
 
@@ -249,19 +250,7 @@ PATHS: dict[str, Any] = {
             "summary": "Start a run",
             "requestBody": {
                 "required": True,
-                "content": {
-                    "application/json": {
-                        "schema": {
-                            "type": "object",
-                            "required": ["task"],
-                            "properties": {
-                                "task": {"type": "string"},
-                                "agent": {"type": "string"},
-                                "ticket": {"type": "integer"},
-                            },
-                        }
-                    }
-                },
+                "content": {"application/json": {"schema": request_schema(StartRun)}},
             },
             "responses": {
                 "201": _json(_ref("Run"), "Created"),
@@ -398,19 +387,7 @@ PATHS: dict[str, Any] = {
             "parameters": [_ID],
             "requestBody": {
                 "required": True,
-                "content": {
-                    "application/json": {
-                        "schema": {
-                            "type": "object",
-                            "required": ["decision"],
-                            "properties": {
-                                "decision": {"type": "string", "enum": ["approve", "reject"]},
-                                "comment": {"type": "string"},
-                                "arguments": {"type": "object"},
-                            },
-                        }
-                    }
-                },
+                "content": {"application/json": {"schema": request_schema(DecideApproval)}},
             },
             "responses": {
                 "200": _json(_ref("Approval")),

@@ -84,6 +84,86 @@ def test_bad_input_gets_a_json_error(people, enqueued, body, status, code) -> No
     assert not Run.objects.exists()
 
 
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({}, "task must not be empty"),
+        ({"task": "   "}, "task must not be empty"),
+        ({"task": None}, "task must be a string"),
+        ({"task": "x", "agent": 3}, "agent must be a string"),
+        ({"task": "x", "ticket": True}, "ticket must be an integer id"),
+        ({"task": "x", "ticket": 7.0}, "ticket must be an integer id"),
+    ],
+)
+def test_the_start_body_is_refused_with_words(people, enqueued, body, message) -> None:
+    response = post(bearer(people["operator"]), "/api/runs", body)
+    assert response.status_code == 400
+    assert response.json()["error"] == {"code": "invalid", "message": message}
+    assert not Run.objects.exists()
+
+
+def test_a_ticket_alone_starts_a_run_as_the_document_says(people, enqueued) -> None:
+    from django.utils import timezone
+
+    from agentweb.shop.models import Customer, Ticket
+
+    now = timezone.now()
+    customer = Customer.objects.create(
+        code="C9", name="Ann", email="ann@example.com", created_at=now
+    )
+    ticket = Ticket.objects.create(
+        customer=customer, subject="Late", body="Where is it?", created_at=now
+    )
+    body = Client().get("/api/openapi.json").json()["paths"]["/api/runs"]["post"]["requestBody"]
+    schema = body["content"]["application/json"]["schema"]
+    assert "required" not in schema and {"required": ["ticket"]} in schema["anyOf"]
+    assert set(schema["properties"]) == {"task", "agent", "ticket"}
+    response = post(bearer(people["operator"]), "/api/runs", {"ticket": ticket.pk})
+    assert response.status_code == 201, response.json()
+    assert response.json()["task"].startswith(f"Handle ticket #{ticket.pk}: Late")
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "message"),
+    [
+        ({}, 400, "decision must be 'approve' or 'reject'"),
+        ({"decision": "maybe"}, 400, "decision must be 'approve' or 'reject'"),
+        ({"decision": "reject", "comment": 5}, 400, "comment must be a string"),
+        ({"decision": "approve", "arguments": [1]}, 422, "arguments must be a JSON object"),
+    ],
+)
+def test_the_decision_body_is_refused_with_words(people, body, status, message) -> None:
+    from agentweb.runs import actions
+
+    run = actions.do_create_run(user=people["operator"], task="x")
+    approval = Approval.objects.create(
+        run=run, call_id="c1", tool="pay_out", arguments={}, arguments_hash="h",
+        risk="high", expires_at=actions.approval_expiry(),
+    )  # fmt: skip
+    response = post(bearer(people["approver"]), f"/api/approvals/{approval.pk}/decide", body)
+    assert response.status_code == status
+    assert response.json()["error"]["message"] == message
+    approval.refresh_from_db()
+    assert approval.status == "pending"
+
+
+def test_the_documented_bodies_are_the_parsers(people) -> None:
+    from agentweb.runs.api_input import DecideApproval, StartRun
+
+    doc = Client().get("/api/openapi.json").json()["paths"]
+    decide = doc["/api/approvals/{id}/decide"]["post"]["requestBody"]["content"]
+    assert decide["application/json"]["schema"]["required"] == ["decision"]
+    assert decide["application/json"]["schema"]["properties"]["decision"]["enum"] == [
+        "approve",
+        "reject",
+    ]
+    for model, schema in [
+        (StartRun, doc["/api/runs"]["post"]["requestBody"]["content"]["application/json"]),
+        (DecideApproval, decide["application/json"]),
+    ]:
+        assert set(schema["schema"]["properties"]) == set(model.model_fields)
+
+
 def test_malformed_json_and_bad_query_are_json_errors(people, enqueued) -> None:
     from agentweb.runs import actions
 
