@@ -125,13 +125,16 @@ def profile_errors(profile: AgentProfile) -> dict[str, str]:
     """What is wrong with ``profile``'s values, by field (checks that need the loaded
     tools, the environment or the other profiles; ``clean()`` adds the shape checks)."""
     from agentweb.runs import agents
+    from agentweb.runs.delegation import TOOL_NAMES
+    from agentweb.runtime.selection import SEARCH_TOOL
 
     errors: dict[str, str] = {}
     loaded = set(agents.registry().names())
+    builtin = {SEARCH_TOOL, *TOOL_NAMES}  # offered by agentweb itself, never in a module
     for field in ("allowed_tools", "risk_overrides", "approval_policies"):
         names = getattr(profile, field)
         if isinstance(names, list | dict):
-            unknown = sorted(str(n) for n in names if n not in loaded)
+            unknown = sorted(str(n) for n in names if n not in loaded | builtin)
             if unknown:
                 errors[field] = (
                     f"unknown tools: {', '.join(unknown)} "

@@ -94,6 +94,16 @@ def test_bad_fields_are_422_naming_the_field(people, monkeypatch, data, field, w
     assert not AgentProfile.objects.filter(name="probe").exists()
 
 
+def test_built_in_tools_may_have_policies(people) -> None:
+    body = {
+        "name": "builtin-policies",
+        "system_prompt": "p",
+        "risk_overrides": {"delegate_task": "medium"},
+        "approval_policies": {"search_tools": "never"},
+    }
+    assert send(bearer(people["admin"]), "post", "/api/agents", body).status_code == 201
+
+
 def test_missing_required_fields_are_named(people) -> None:
     response = send(bearer(people["admin"]), "post", "/api/agents", {"description": "d"})
     assert response.status_code == 422
