@@ -10,7 +10,7 @@ from functools import wraps
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db.models import Q, QuerySet
+from django.db.models import Q
 from django.db.models.functions import Left
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
@@ -22,7 +22,7 @@ from agentweb.middleware import MAX_INT, BadInput, request_json
 from agentweb.runs import actions
 from agentweb.runs.api_input import DecideApproval, StartRun
 from agentweb.runs.delegation import children_ids
-from agentweb.runs.models import Approval, Run, RunEvent
+from agentweb.runs.models import SUMMARY_CHARS, Approval, Run, RunEvent
 from agentweb.runs.outcomes import actions_by_run
 
 View = Callable[..., HttpResponse]
@@ -102,60 +102,11 @@ def _body(request: HttpRequest) -> dict[str, Any]:
     return data
 
 
-def visible_runs(user: Any) -> QuerySet[Run]:
-    runs = Run.objects.select_related("agent", "created_by")
-    if user.has_perm("runs.view_all_runs"):
-        return runs
-    return runs.filter(created_by=user)
-
-
 def _get_run(user: Any, run_id: int) -> Run:
-    run = visible_runs(user).filter(pk=run_id).first()
+    run = Run.objects.visible_to(user).filter(pk=run_id).first()
     if run is None:
         raise actions.NotFound(f"no run {run_id}")
     return run
-
-
-SUMMARY_CHARS = 300
-
-
-def run_json(
-    run: Run,
-    actions: list[dict[str, Any]] | None = None,
-    children: list[int] | None = None,
-    summary: bool = False,
-) -> dict[str, Any]:
-    """A run; ``summary`` (lists): the final answer cut to ``SUMMARY_CHARS`` characters,
-    read with ``Left`` so the whole answer never leaves the database."""
-    if children is None:
-        children = list(run.children.order_by("pk").values_list("pk", flat=True))
-    if summary:
-        head = getattr(run, "answer_head", "") or ""
-        answer: str | None = head[:SUMMARY_CHARS] or None
-        truncated = len(head) > SUMMARY_CHARS
-    else:
-        answer, truncated = run.final_answer or None, False
-    return {
-        "id": run.pk,
-        "status": run.status,
-        "task": run.task,
-        "agent": run.agent.name,
-        "model": run.model,
-        "ticket": run.ticket_id,
-        "final_answer": answer,
-        "final_answer_truncated": truncated,
-        "failure_reason": run.failure_reason or None,
-        "created_by": run.created_by.get_username(),
-        "created_at": run.created_at.isoformat(),
-        "started_at": run.started_at.isoformat() if run.started_at else None,
-        "finished_at": run.finished_at.isoformat() if run.finished_at else None,
-        "last_seq": run.last_seq,
-        "usage": run.usage or {},
-        "actions": run.actions() if actions is None else actions,
-        "parent_id": run.parent_id,
-        "children": children,
-        "trace_id": run.trace_id,
-    }
 
 
 def _int_param(request: HttpRequest, name: str, default: int) -> int:
@@ -181,8 +132,8 @@ def runs(request: HttpRequest) -> HttpResponse:
             user=_user(request), task=start.task, agent_name=start.agent, ticket_id=start.ticket
         )
         run = Run.objects.select_related("agent", "created_by").get(pk=run.pk)
-        return JsonResponse(run_json(run), status=201)
-    qs = visible_runs(request.user)
+        return JsonResponse(run.as_json(), status=201)
+    qs = Run.objects.visible_to(request.user)
     status = request.GET.get("status")
     if status:
         if status not in Run.Status.values:
@@ -200,13 +151,13 @@ def runs(request: HttpRequest) -> HttpResponse:
     page = list(qs[:limit])
     fates, children = actions_by_run(page), children_ids(page)
     return JsonResponse(
-        {"runs": [run_json(r, fates[r.pk], children[r.pk], summary=True) for r in page]}
+        {"runs": [r.as_json(fates[r.pk], children[r.pk], summary=True) for r in page]}
     )
 
 
 @api_view(("GET",))
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
-    return JsonResponse(run_json(_get_run(request.user, run_id)))
+    return JsonResponse(_get_run(request.user, run_id).as_json())
 
 
 @api_view(("GET",))
@@ -223,13 +174,13 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     if not (request.user.has_perm("runs.cancel_run") or run.created_by_id == request.user.pk):
         raise actions.NotAllowed("you may not cancel this run")
     run = actions.do_request_cancel(run, _user(request))
-    return JsonResponse(run_json(Run.objects.select_related("agent", "created_by").get(pk=run.pk)))
+    return JsonResponse(Run.objects.select_related("agent", "created_by").get(pk=run.pk).as_json())
 
 
 @api_view(("GET",))
 def approvals(request: HttpRequest) -> HttpResponse:
     qs = Approval.objects.select_related("decided_by", "run").filter(
-        run__in=visible_runs(request.user)
+        run__in=Run.objects.visible_to(request.user)
     )
     status = request.GET.get("status")
     if status:

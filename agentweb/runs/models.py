@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, TypedDict
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -111,6 +111,43 @@ class AgentProfile(models.Model):
             raise ValidationError(errors)
 
 
+class RunQuerySet(models.QuerySet["Run"]):
+    def visible_to(self, user: Any) -> RunQuerySet:
+        """The runs ``user`` may see: all with ``view_all_runs``, else their own."""
+        runs = self.select_related("agent", "created_by")
+        if user.has_perm("runs.view_all_runs"):
+            return runs
+        return runs.filter(created_by=user)
+
+
+#: ``final_answer`` of a run in a list is cut to this many characters.
+SUMMARY_CHARS = 300
+
+
+class RunJson(TypedDict):
+    """A run in the JSON API (``Run.as_json``)."""
+
+    id: int
+    status: str
+    task: str
+    agent: str
+    model: str
+    ticket: int | None
+    final_answer: str | None
+    final_answer_truncated: bool
+    failure_reason: str | None
+    created_by: str
+    created_at: str
+    started_at: str | None
+    finished_at: str | None
+    last_seq: int
+    usage: dict[str, Any]
+    actions: list[dict[str, Any]]
+    parent_id: int | None
+    children: list[int]
+    trace_id: str
+
+
 class Run(models.Model):
     class Status(models.TextChoices):
         QUEUED = "queued"
@@ -163,6 +200,8 @@ class Run(models.Model):
     trace_span_id = models.CharField(max_length=16, default=new_span_id, editable=False)
     trace_parent_span_id = models.CharField(max_length=16, blank=True, editable=False)
 
+    objects = RunQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at"]
         permissions = [
@@ -207,6 +246,45 @@ class Run(models.Model):
     def top_id(self) -> int:
         """The id of the top-level run of this run's tree (its own for a top-level run)."""
         return self.root_id or self.pk
+
+    def as_json(
+        self,
+        actions: list[dict[str, Any]] | None = None,
+        children: list[int] | None = None,
+        summary: bool = False,
+    ) -> RunJson:
+        """The run in the JSON API. ``actions`` and ``children`` when already read for a
+        page of runs; ``summary`` (lists): the final answer cut to ``SUMMARY_CHARS``,
+        from an ``answer_head`` annotation so the whole answer never leaves the database."""
+        if children is None:
+            children = list(self.children.order_by("pk").values_list("pk", flat=True))
+        if summary:
+            head = getattr(self, "answer_head", "") or ""
+            answer: str | None = head[:SUMMARY_CHARS] or None
+            truncated = len(head) > SUMMARY_CHARS
+        else:
+            answer, truncated = self.final_answer or None, False
+        return {
+            "id": self.pk,
+            "status": self.status,
+            "task": self.task,
+            "agent": self.agent.name,
+            "model": self.model,
+            "ticket": self.ticket_id,
+            "final_answer": answer,
+            "final_answer_truncated": truncated,
+            "failure_reason": self.failure_reason or None,
+            "created_by": self.created_by.get_username(),
+            "created_at": self.created_at.isoformat(),
+            "started_at": self.started_at.isoformat() if self.started_at else None,
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "last_seq": self.last_seq,
+            "usage": self.usage or {},
+            "actions": self.actions() if actions is None else actions,
+            "parent_id": self.parent_id,
+            "children": children,
+            "trace_id": self.trace_id,
+        }
 
 
 class RunEvent(models.Model):

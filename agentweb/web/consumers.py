@@ -35,7 +35,6 @@ from channels.db import DatabaseSyncToAsync
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from agentweb.runs import publish
-from agentweb.runs.api import visible_runs
 from agentweb.runs.models import Run, RunEvent
 from agentweb.web import fragments, outcome, run_tree, timeline
 from agentweb.web.context import pending_count
@@ -363,7 +362,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         user = self.scope["user"]
         # Load the permission cache now, in a thread: later checks need no query.
         user.get_all_permissions()
-        return visible_runs(user).filter(pk=self.run_id).exists()
+        return Run.objects.visible_to(user).filter(pk=self.run_id).exists()
 
 
 class RunsConsumer(AsyncJsonWebsocketConsumer):
@@ -392,7 +391,7 @@ class RunsConsumer(AsyncJsonWebsocketConsumer):
 
     @off_thread
     def _status(self, run_id: int) -> dict[str, Any] | None:
-        run = visible_runs(self.scope["user"]).filter(pk=run_id).first()
+        run = Run.objects.visible_to(self.scope["user"]).filter(pk=run_id).first()
         if run is None:
             return None
         return {"status": run.status, "label": outcome.status_label(run.status)}

@@ -2,8 +2,7 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from agentweb.runs.api import visible_runs
-from agentweb.runs.models import Approval
+from agentweb.runs.models import Approval, Run
 
 
 def decidable_pending(user: Any) -> Any:
@@ -12,7 +11,7 @@ def decidable_pending(user: Any) -> Any:
     if not user.is_authenticated or not user.has_perm("runs.decide_approval"):
         return Approval.objects.none()
     return Approval.objects.filter(
-        status=Approval.Status.PENDING, run__in=visible_runs(user)
+        status=Approval.Status.PENDING, run__in=Run.objects.visible_to(user)
     ).exclude(run__created_by=user)
 
 

@@ -30,7 +30,6 @@ from django_htmx.middleware import HtmxDetails
 
 from agentweb.middleware import BadInput, strict_json
 from agentweb.runs import actions
-from agentweb.runs.api import run_json, visible_runs
 from agentweb.runs.models import AgentProfile, Approval, Run, RunEvent, RunImage
 from agentweb.shop.models import Ticket
 from agentweb.web import fragments, outcome, run_tree, timeline
@@ -53,7 +52,7 @@ _ID = re.compile(r"[0-9]{1,18}")
 
 
 def _run_or_404(request: Request, run_id: int) -> Run:
-    run = visible_runs(request.user).select_related("ticket").filter(pk=run_id).first()
+    run = Run.objects.visible_to(request.user).select_related("ticket").filter(pk=run_id).first()
     if run is None:
         raise Http404("no such run")
     return run
@@ -94,7 +93,9 @@ def tickets(request: Request) -> HttpResponse:
         qs = qs.filter(status=status)
     ticket_list = list(qs[:200])
     runs_by_ticket: dict[int, list[Run]] = {}
-    for run in visible_runs(request.user).filter(ticket__in=ticket_list).order_by("-created_at"):
+    for run in (
+        Run.objects.visible_to(request.user).filter(ticket__in=ticket_list).order_by("-created_at")
+    ):
         if run.ticket_id is not None:
             runs_by_ticket.setdefault(run.ticket_id, []).append(run)
     orders_count = dict(
@@ -277,7 +278,9 @@ def run_cancel(request: Request, run_id: int) -> HttpResponse:
 
 def _pending_approvals(user: Any) -> list[dict[str, Any]]:
     qs = (
-        Approval.objects.filter(status=Approval.Status.PENDING, run__in=visible_runs(user))
+        Approval.objects.filter(
+            status=Approval.Status.PENDING, run__in=Run.objects.visible_to(user)
+        )
         .select_related("run", "run__created_by", "run__agent")
         .order_by("requested_at")
     )
@@ -299,7 +302,7 @@ def approvals(request: Request) -> HttpResponse:
     if request.GET.get("partial"):
         return render(request, "web/_approvals_list.html", context)
     recent = (
-        Approval.objects.filter(run__in=visible_runs(request.user))
+        Approval.objects.filter(run__in=Run.objects.visible_to(request.user))
         .exclude(status=Approval.Status.PENDING)
         .select_related("decided_by", "run")
         .order_by("-decided_at")[:15]
@@ -312,7 +315,7 @@ def approvals(request: Request) -> HttpResponse:
 def approval_decide(request: Request, approval_id: int) -> HttpResponse:
     approval = (
         Approval.objects.select_related("run")
-        .filter(pk=approval_id, run__in=visible_runs(request.user))
+        .filter(pk=approval_id, run__in=Run.objects.visible_to(request.user))
         .first()
     )
     if approval is None:
@@ -371,7 +374,7 @@ def approval_decide(request: Request, approval_id: int) -> HttpResponse:
 
 
 def _search(request: Request, form: RunSearchForm) -> Any:
-    qs = visible_runs(request.user).select_related("agent", "created_by", "ticket")
+    qs = Run.objects.visible_to(request.user).select_related("agent", "created_by", "ticket")
     if not form.is_valid():
         return qs
     data = form.cleaned_data
@@ -462,11 +465,12 @@ def compare(request: Request) -> HttpResponse:
     missing = [
         f"Run #{raw} does not exist or is not visible to you."
         for raw in (a_id, b_id)
-        if _ID.fullmatch(raw) and not visible_runs(request.user).filter(pk=int(raw)).exists()
+        if _ID.fullmatch(raw)
+        and not Run.objects.visible_to(request.user).filter(pk=int(raw)).exists()
     ]
     if missing:
         context["errors"] = missing
-        context["recent"] = visible_runs(request.user).order_by("-created_at")[:30]
+        context["recent"] = Run.objects.visible_to(request.user).order_by("-created_at")[:30]
         return render(request, "web/compare.html", context, status=404)
     if _ID.fullmatch(a_id) and _ID.fullmatch(b_id):  # not str.isdigit: "²".isdigit()
         left = _run_or_404(request, int(a_id))
@@ -485,7 +489,7 @@ def compare(request: Request) -> HttpResponse:
             child_pairs=run_tree.child_pairs(left, right),
         )
     else:
-        context["recent"] = visible_runs(request.user).order_by("-created_at")[:30]
+        context["recent"] = Run.objects.visible_to(request.user).order_by("-created_at")[:30]
     return render(request, "web/compare.html", context)
 
 
@@ -502,7 +506,7 @@ def export_document(run: Run) -> dict[str, Any]:
 
 def _export_one(run: Run) -> dict[str, Any]:
     return {
-        "run": run_json(run),
+        "run": run.as_json(),
         "events": [e.as_json() for e in RunEvent.objects.filter(run=run).order_by("seq")],
         "approvals": [
             a.as_json() for a in Approval.objects.filter(run=run).select_related("decided_by")

@@ -173,12 +173,12 @@ def test_api_errors_are_json(api: dict[str, Any]) -> None:
 def test_database_down_is_503_json(api: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     from django.db import OperationalError
 
-    from agentweb.runs import api as api_module
+    from agentweb.runs.models import RunQuerySet
 
     def down(*args: Any, **kwargs: Any) -> Any:
         raise OperationalError('connection to server at "127.0.0.1", port 5432 failed')
 
-    monkeypatch.setattr(api_module, "visible_runs", down)
+    monkeypatch.setattr(RunQuerySet, "visible_to", down)
     response = send(api, "GET", "/api/runs", None, "operator")
     assert response.status_code == 503
     assert response.json()["error"]["code"] == "unavailable"

@@ -259,6 +259,25 @@ def test_operators_see_only_their_runs_without_view_all(people, scripted, enqueu
     assert bearer(people["approver"]).get(f"/api/runs/{run.pk}").status_code == 200
 
 
+def test_visible_to_and_as_json(people, enqueued) -> None:
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group, Permission
+
+    from agentweb.runs import actions
+    from agentweb.runs.models import RunJson
+
+    mine = actions.do_create_run(user=people["operator"], task="mine")
+    theirs = actions.do_create_run(user=people["approver"], task="theirs")
+    group = Group.objects.get(name="operator")
+    group.permissions.remove(Permission.objects.get(codename="view_all_runs"))
+    operator = get_user_model().objects.get(username="operator")  # permissions read afresh
+    assert list(Run.objects.visible_to(operator)) == [mine]
+    assert set(Run.objects.visible_to(people["approver"])) == {mine, theirs}
+    doc = Run.objects.visible_to(people["approver"]).get(pk=mine.pk).as_json()
+    assert set(doc) == set(RunJson.__annotations__)
+    assert (doc["id"], doc["task"], doc["created_by"]) == (mine.pk, "mine", "operator")
+
+
 def test_cancel_via_api(people, scripted, enqueued) -> None:
     approval = _waiting_run(people, scripted, "operator")
     client = bearer(people["operator"])
