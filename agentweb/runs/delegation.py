@@ -1,10 +1,11 @@
 """Delegation to sub-agents: child runs, durable waits, the run tree.
 
 A profile with ``delegates`` gets two built-in tools. ``delegate_task`` creates a child
-run (an ordinary run with a parent) and returns its id at once; the child is enqueued
-when the parent's step that created it commits, so it runs on any worker, in parallel
-with its siblings. ``wait_for_tasks`` raises the runtime's ``Suspend`` while any of the
-tasks is active: the parent is stored as ``waiting_subtasks`` and its worker returns.
+run (an ordinary run with a parent), enqueues it and returns its id at once, so the
+child runs on any worker, in parallel with its siblings (a lost message is re-sent by
+the beat job like any queued run's). ``wait_for_tasks`` raises the runtime's ``Suspend``
+while any of the tasks is active: the parent is stored as ``waiting_subtasks`` and its
+worker returns.
 The transaction that ends the last awaited child wakes the parent with a conditional
 UPDATE on the locked parent row, exactly once, like an approval decision.
 
@@ -171,12 +172,14 @@ def create_child(parent_id: int, agent_name: str, task: str, call_id: str) -> Ru
             parent_call_id=call_id,
             lease_expires_at=timezone.now() + QUEUE_GRACE,
         )
+        # It starts at once, on any worker, while its siblings are still being created.
+        _enqueue_on_commit(child.pk)
     return child
 
 
 def announce_children(run: Run, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """In the step's transaction: a ``subtask_started`` event after each successful
-    ``delegate_task`` call, and the new children enqueued when the step commits."""
+    ``delegate_task`` call (the child itself was enqueued when it was created)."""
     ids = [
         e["data"]["result"]["task_id"]
         for e in events
@@ -201,7 +204,9 @@ def announce_children(run: Run, events: list[dict[str, Any]]) -> list[dict[str, 
         out.append(
             ev.subtask_started(task_id=child.pk, agent=child.agent.name, task=child.task).to_json()
         )
-        if child.status == Run.Status.QUEUED:
+        if child.status == Run.Status.QUEUED and (run.attempts > 1 or event["data"].get("reused")):
+            # Made by a worker that died: its message may sit unacknowledged with that
+            # worker's broker connection; send another (a repeated claim is a no-op).
             _enqueue_on_commit(child.pk)
     return out
 

@@ -45,6 +45,8 @@ def test_the_coordinator_splits_the_ticket_and_writes_one_reply(shop, enqueued) 
     assert set(children) == {"shipping-specialist", "billing-specialist"}
     assert {c.status for c in children.values()} == {Run.Status.SUCCEEDED}
     assert all(c.ticket_id == ticket.pk for c in children.values())
+    # The children carry the ticket for the tools' checks; the ticket's active run is the top.
+    assert actions.active_run_for_ticket(ticket.pk) == run.pk
     billing = children["billing-specialist"].final_answer
     assert "Due back: " in billing and "duplicate" in billing
     assert "UPS" in children["shipping-specialist"].final_answer
