@@ -205,3 +205,14 @@ def test_an_unreadable_import_file_is_refused_with_a_message(people, tmp_path, t
     file.write_text(text)
     with pytest.raises(CommandError):
         call_command("agents", "import", str(file))
+
+
+def test_the_openapi_document_describes_the_agents_api(people) -> None:
+    doc = bearer(people["operator"]).get("/api/openapi.json").json()
+    assert set(doc["paths"]["/api/agents"]) == {"get", "post"}
+    assert {"get", "put", "patch", "delete"} <= set(doc["paths"]["/api/agents/{name}"])
+    agent = doc["components"]["schemas"]["Agent"]
+    assert agent["required"] == ["name", "system_prompt"]
+    assert set(agent["properties"]) >= FIELDS
+    events = doc["components"]["schemas"]["Event"]["properties"]["type"]["enum"]
+    assert "completion_objected" in events
