@@ -181,8 +181,24 @@ def _enqueue(run_id: int) -> None:
         )
 
 
+def may_start_run(user: Any) -> tuple[bool, str]:
+    if not user.has_perm("runs.add_run"):
+        return False, "you may not start runs"
+    return True, ""
+
+
+def may_cancel(user: Any, run: Run) -> tuple[bool, str]:
+    """Who may cancel: holders of ``cancel_run``, and whoever started the run."""
+    if not (user.has_perm("runs.cancel_run") or run.created_by_id == user.pk):
+        return False, "you may not cancel this run"
+    return True, ""
+
+
 def do_request_cancel(run: Run, user: User) -> Run:
     """Cancel a run: a waiting or queued one at once, a running one at its next step."""
+    allowed, why = may_cancel(user, run)
+    if not allowed:
+        raise NotAllowed(why)
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
         if locked.status not in Run.ACTIVE:

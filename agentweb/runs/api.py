@@ -125,8 +125,9 @@ def _int_param(request: HttpRequest, name: str, default: int) -> int:
 @api_view(("GET", "POST"))
 def runs(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
-        if not request.user.has_perm("runs.add_run"):
-            raise actions.NotAllowed("you may not start runs")
+        allowed, why = actions.may_start_run(request.user)
+        if not allowed:
+            raise actions.NotAllowed(why)
         start = StartRun.parse(_body(request))
         run = actions.do_create_run(
             user=_user(request), task=start.task, agent_name=start.agent, ticket_id=start.ticket
@@ -170,10 +171,7 @@ def run_events(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @api_view(("POST",))
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _get_run(request.user, run_id)
-    if not (request.user.has_perm("runs.cancel_run") or run.created_by_id == request.user.pk):
-        raise actions.NotAllowed("you may not cancel this run")
-    run = actions.do_request_cancel(run, _user(request))
+    run = actions.do_request_cancel(_get_run(request.user, run_id), _user(request))
     return JsonResponse(Run.objects.select_related("agent", "created_by").get(pk=run.pk).as_json())
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.template.loader import render_to_string
 
-from agentweb.runs.actions import may_decide
+from agentweb.runs.actions import may_cancel, may_decide
 from agentweb.runs.models import Approval, Run, RunEvent
 from agentweb.web import outcome, timeline
 
@@ -68,11 +68,7 @@ def turns_before(run: Run, seq: int) -> int:
 
 
 def can_cancel(user: Any, run: Run) -> bool:
-    return bool(
-        run.is_active
-        and user.is_authenticated
-        and (user.has_perm("runs.cancel_run") or run.created_by_id == user.pk)
-    )
+    return bool(run.is_active and user.is_authenticated and may_cancel(user, run)[0])
 
 
 def header_context(run: Run, user: Any, steps: list[timeline.Step] | None = None) -> dict[str, Any]:

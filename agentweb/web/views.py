@@ -132,7 +132,7 @@ def tickets(request: Request) -> HttpResponse:
 @login_required
 @require_POST
 def ticket_run(request: Request, ticket_id: int) -> HttpResponse:
-    if not request.user.has_perm("runs.add_run"):
+    if not actions.may_start_run(request.user)[0]:
         messages.error(request, "You may not start runs.")
         return redirect("web:tickets")
     agent = request.POST.get("agent") or None
@@ -152,7 +152,7 @@ def ticket_run(request: Request, ticket_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def run_new(request: Request) -> HttpResponse:
-    if not request.user.has_perm("runs.add_run"):
+    if not actions.may_start_run(request.user)[0]:
         messages.error(request, "You may not start runs.")
         return redirect("web:tickets")
     form = TaskForm(request.POST)

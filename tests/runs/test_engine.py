@@ -250,6 +250,26 @@ def test_cancel_stops_a_waiting_run_and_closes_its_approvals(people, scripted, e
         actions.do_request_cancel(run, people["operator"])
 
 
+def test_the_cancel_action_itself_refuses_who_may_not(people, enqueued) -> None:
+    """may_cancel is enforced inside do_request_cancel, whoever calls it."""
+    from django.contrib.auth import get_user_model
+    from django.contrib.auth.models import Group, Permission
+
+    run = start(people)
+    nobody = get_user_model().objects.create_user("nobody", password="pw-123456789")
+    with pytest.raises(actions.NotAllowed, match="you may not cancel this run"):
+        actions.do_request_cancel(run, nobody)
+    assert Run.objects.get(pk=run.pk).status == Run.Status.QUEUED
+    assert not AuditEntry.objects.filter(action="run_cancel_requested", run=run).exists()
+    group = Group.objects.get(name="operator")
+    group.permissions.remove(Permission.objects.get(codename="cancel_run"))
+    starter = get_user_model().objects.get(pk=people["operator"].pk)  # permissions afresh
+    assert actions.may_cancel(starter, run) == (True, "")  # the starter still may
+    assert actions.may_cancel(nobody, run) == (False, "you may not cancel this run")
+    actions.do_request_cancel(run, starter)
+    assert Run.objects.get(pk=run.pk).status == Run.Status.CANCELLED
+
+
 def test_cancel_of_a_running_run_stops_at_the_next_step(people, scripted, enqueued) -> None:
     run = start(people)
 
