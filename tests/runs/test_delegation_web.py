@@ -161,3 +161,22 @@ def test_compare_pairs_the_children_by_agent(tree) -> None:
     assert "Subtasks, by agent" in html
     assert f"?a={tree['billing'].pk}&amp;b={billing2.pk}" in html  # drill into the pair
     assert "no shipping subtask" in html  # the right run gave shipping nothing
+
+
+def test_the_parent_shows_rolled_up_usage_and_the_list_marks_subtasks(tree) -> None:
+    from django.db import transaction
+
+    with transaction.atomic():
+        billing = Run.objects.select_for_update().get(pk=tree["billing"].pk)
+        Run.objects.filter(pk=billing.pk).update(
+            status="succeeded", usage={"model_calls": 2, "input_tokens": 700, "output_tokens": 9}
+        )
+        billing.refresh_from_db()
+        delegation.run_ended(billing)
+    top = Run.objects.get(pk=tree["top"].pk)
+    assert top.usage["model_calls"] == 2 and top.usage["children"]["input_tokens"] == 700
+    client = _client(tree["operator"])
+    page = client.get(f"/runs/{top.pk}/").content.decode()
+    assert "700 in / 9 out" in page and "incl. subtasks" in page
+    listing = client.get("/runs/").content.decode()
+    assert f'subtask of <a href="/runs/{top.pk}/">#{top.pk}</a>' in listing
