@@ -102,67 +102,7 @@ def tree_html(run_id: int) -> str:
     return render_to_string("web/_run_tree.html", tree_context(run))
 
 
-# --- export, import and compare of trees --------------------------------------------------
-
-MAX_IMPORT_CHILDREN = 200
-
-
-def export_children(run: Run, export_one: Any) -> list[dict[str, Any]]:
-    """``export_one(child)`` (run, events, approvals) for each child, with its own
-    children nested the same way."""
-    out = []
-    for child in (
-        Run.objects.filter(parent=run).select_related("agent", "created_by").order_by("pk")
-    ):
-        document = export_one(child)
-        document["children"] = export_children(child, export_one)
-        out.append(document)
-    return out
-
-
-def imported_children(doc: dict[str, Any], limit_events: int) -> list[dict[str, Any]]:
-    """The subtasks of an export file, flattened depth first with their level, for the
-    imported replay page. Raises ``ValueError`` (for people) when the tree is malformed or
-    has more events than ``limit_events`` together with the top run's."""
-    budget = [limit_events - len(doc.get("events") or ())]
-    out: list[dict[str, Any]] = []
-
-    def walk(children: Any, level: int) -> None:
-        if children is None:
-            return
-        if not isinstance(children, list) or level > 3:
-            raise ValueError('"children" must be a list of exported runs, at most 3 deep')
-        for child in children:
-            if not isinstance(child, dict) or not isinstance(child.get("run"), dict):
-                raise ValueError('each child needs a "run" object')
-            events = child.get("events")
-            if not isinstance(events, list):
-                raise ValueError('each child needs an "events" list')
-            budget[0] -= len(events)
-            if budget[0] < 0:
-                raise ValueError(
-                    f"the file has more than {limit_events:,} events with its subtasks"
-                )
-            if len(out) >= MAX_IMPORT_CHILDREN:
-                raise ValueError(f"the file has more than {MAX_IMPORT_CHILDREN} subtasks")
-            run = child["run"]
-            out.append(
-                {
-                    "level": level,
-                    "id": run.get("id"),
-                    "agent": str(run.get("agent", ""))[:100],
-                    "status": str(run.get("status", ""))[:40],
-                    "task": str(run.get("task", ""))[:2000],
-                    "final_answer": str(run.get("final_answer") or run.get("failure_reason") or "")[
-                        :4000
-                    ],
-                    "events": len(events),
-                }
-            )
-            walk(child.get("children"), level + 1)
-
-    walk(doc.get("children"), 1)
-    return out
+# --- compare of trees ---------------------------------------------------------------------
 
 
 @dataclass

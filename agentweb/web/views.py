@@ -30,12 +30,11 @@ from django_htmx.middleware import HtmxDetails
 
 from agentweb.middleware import BadInput, strict_json
 from agentweb.runs import actions
+from agentweb.runs import export as run_export
 from agentweb.runs.models import AgentProfile, Approval, Run, RunEvent, RunImage
 from agentweb.shop.models import Ticket
 from agentweb.web import fragments, outcome, run_tree, timeline
 from agentweb.web.forms import AgentProfileForm, ImportForm, RunSearchForm, TaskForm
-
-EXPORT_SCHEMA = "agentweb.run-export/1"
 
 
 class Request(HttpRequest):
@@ -46,8 +45,6 @@ class Request(HttpRequest):
 
 
 RUNS_PER_PAGE = 25
-MAX_IMPORT_BYTES = 10_000_000
-MAX_IMPORT_EVENTS = 10_000
 _ID = re.compile(r"[0-9]{1,18}")
 
 
@@ -493,92 +490,13 @@ def compare(request: Request) -> HttpResponse:
     return render(request, "web/compare.html", context)
 
 
-def export_document(run: Run) -> dict[str, Any]:
-    """The export schema (``agentweb.run-export/1``), documented on the import page;
-    ``children`` holds the run's subtasks, exported the same way."""
-    return {
-        "schema": EXPORT_SCHEMA,
-        "exported_at": timezone.now().isoformat(),
-        **_export_one(run),
-        "children": run_tree.export_children(run, _export_one),
-    }
-
-
-def _export_one(run: Run) -> dict[str, Any]:
-    return {
-        "run": run.as_json(),
-        "events": [e.as_json() for e in RunEvent.objects.filter(run=run).order_by("seq")],
-        "approvals": [
-            a.as_json() for a in Approval.objects.filter(run=run).select_related("decided_by")
-        ],
-    }
-
-
 @login_required
 @require_GET
 def export(request: Request, run_id: int) -> HttpResponse:
     run = _run_or_404(request, run_id)
-    response = JsonResponse(export_document(run), json_dumps_params={"indent": 2})
+    response = JsonResponse(run_export.export_document(run), json_dumps_params={"indent": 2})
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}.json"'
     return response
-
-
-class _ImportedEvent:
-    """Duck-typed RunEvent for a file's events (never saved)."""
-
-    def __init__(self, raw: dict[str, Any]) -> None:
-        seq = raw["seq"]
-        if isinstance(seq, bool) or not isinstance(seq, int) or not 0 < seq < 2**31:
-            raise ValueError("seq")
-        self.seq = seq
-        self.type = str(raw["type"])[:100]
-        self.data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
-        self.at = _parse_at(raw.get("at"))
-
-
-def _parse_at(value: Any) -> datetime | None:
-    """An aware time between 1970 and 2999, else None (unknown): timings subtract them."""
-    if not isinstance(value, str) or len(value) > 40:
-        return None
-    try:
-        at = datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if at.tzinfo is None or not 1970 <= at.year <= 2999:
-        return None
-    return at
-
-
-def parse_export(raw: bytes) -> tuple[dict[str, Any], list[_ImportedEvent]]:
-    """Validate an export file; raises ValueError with a message for people."""
-    try:
-        doc = strict_json(raw)
-    except BadInput as exc:
-        raise ValueError(f"not a file we can show: {exc}") from None
-    if not isinstance(doc, dict) or doc.get("schema") != EXPORT_SCHEMA:
-        raise ValueError(f'not an agentweb export (expected "schema": "{EXPORT_SCHEMA}")')
-    run = doc.get("run")
-    events = doc.get("events")
-    if not isinstance(run, dict) or not isinstance(events, list):
-        raise ValueError('an export needs a "run" object and an "events" list')
-    if len(events) > MAX_IMPORT_EVENTS:
-        raise ValueError(
-            f"the file has {len(events):,} events; at most {MAX_IMPORT_EVENTS:,} can be imported"
-        )
-    run = {**run, "subtasks": run_tree.imported_children(doc, MAX_IMPORT_EVENTS)}
-    parsed = []
-    for i, item in enumerate(events):
-        if not isinstance(item, dict) or "seq" not in item or "type" not in item:
-            raise ValueError(f"event {i} lacks seq or type")
-        try:
-            parsed.append(_ImportedEvent(item))
-        except (TypeError, ValueError):
-            raise ValueError(f"event {i} has a seq that is not a number") from None
-    parsed.sort(key=lambda e: e.seq)
-    seqs = [e.seq for e in parsed]
-    if len(set(seqs)) != len(seqs):
-        raise ValueError("events repeat a seq")
-    return run, parsed
 
 
 @login_required
@@ -587,13 +505,7 @@ def import_run(request: Request) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         upload = form.cleaned_data["file"]
         try:
-            if upload.size and upload.size > MAX_IMPORT_BYTES:
-                raise ValueError(f"the file is larger than {MAX_IMPORT_BYTES // 1_000_000} MB")
-            raw = upload.read(MAX_IMPORT_BYTES + 1)
-            if len(raw) > MAX_IMPORT_BYTES:
-                raise ValueError(f"the file is larger than {MAX_IMPORT_BYTES // 1_000_000} MB")
-            run_data, events = parse_export(raw)
-            del raw
+            run_data, events = run_export.read_export(upload)
         except ValueError as exc:
             form.add_error("file", str(exc))
         else:
@@ -618,7 +530,7 @@ def import_run(request: Request) -> HttpResponse:
             )
     elif request.method not in ("GET", "POST"):
         return HttpResponseBadRequest("GET or POST")
-    return render(request, "web/import.html", {"form": form, "schema": EXPORT_SCHEMA})
+    return render(request, "web/import.html", {"form": form, "schema": run_export.EXPORT_SCHEMA})
 
 
 # --- agents (admins) ---------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.db import connections
 from django.test import Client
 
-from agentweb.runs import delegation
+from agentweb.runs import delegation, export
 from agentweb.runs.models import AgentProfile, Run
 from tests.web import factories as f
 from tests.web.test_consumers import _cookie, communicator, receive_until_state
@@ -135,10 +135,9 @@ def test_export_includes_the_children_and_import_shows_them(tree) -> None:
     assert html.count('class="tree-node level-') == 3
     assert "Was it &lt;b&gt;charged&lt;/b&gt; twice?" in html
     # A tree over the event limit is refused like a flat file.
-    from agentweb.web import views
 
     doc["children"][0]["events"] = [
-        {"seq": i, "type": "x"} for i in range(1, views.MAX_IMPORT_EVENTS + 1)
+        {"seq": i, "type": "x"} for i in range(1, export.MAX_IMPORT_EVENTS + 1)
     ]
     upload = io.BytesIO(json.dumps(doc).encode())
     upload.name = "big.json"
