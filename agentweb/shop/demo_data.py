@@ -516,7 +516,10 @@ def _write_orders(
     rng: random.Random, plans: list[_OrderPlan], customers: dict[str, Customer]
 ) -> None:
     existing = set(Order.objects.values_list("number", flat=True))
-    used_tracking: set[str] = set()
+    # A database seeded by an older plan may already hold the numbers this plan draws for
+    # a new order: those are drawn again, so re-seeding never trips a unique constraint.
+    used_tracking: set[str] = set(Shipment.objects.values_list("tracking_number", flat=True))
+    taken_refs = set(Payment.objects.values_list("reference", flat=True))
     new_orders: list[Order] = []
     children: list[_Children] = []
     for plan in plans:
@@ -545,6 +548,11 @@ def _write_orders(
             shipment = _shipment_rows(rng, plan, order, used_tracking)
         if plan.number in existing:
             continue
+        for n, ref in enumerate(refs):
+            while ref in taken_refs:
+                ref = f"ch_{rng.getrandbits(56):014x}"
+            taken_refs.add(ref)
+            refs[n] = ref
         new_orders.append(order)
         children.append((plan, order, refs, shipment))
     Order.objects.bulk_create(new_orders)

@@ -158,3 +158,28 @@ def test_it_keeps_open_tickets_consistent_with_their_orders(db):
     assert Order.objects.get(number="A1017").payments.count() == 2
     assert Order.objects.get(number="A1008").status == "paid"
     assert Order.objects.get(number="A1010").status == "shipped"
+
+
+def test_it_reseeds_a_database_whose_numbers_an_older_plan_took(db):
+    """A database seeded by an older plan may hold the payment reference and tracking number
+    this plan draws for an order added since: re-seeding must still work (make run re-seeds
+    at every start)."""
+    from agentweb.shop.models import Payment
+
+    demo_data.seed_shop()
+    added = Order.objects.get(number="A1026")
+    refs = list(Payment.objects.filter(order=added).values_list("reference", flat=True))
+    tracking = Shipment.objects.filter(order=added).first().tracking_number
+    added.delete()
+    older = Order.objects.exclude(number="A1026").filter(shipments__isnull=False).first()
+    Payment.objects.filter(order=older).update(reference=refs[0])
+    Shipment.objects.filter(pk=Shipment.objects.filter(order=older).first().pk).update(
+        tracking_number=tracking
+    )
+
+    demo_data.seed_shop()
+
+    again = Order.objects.get(number="A1026")
+    new_refs = set(Payment.objects.filter(order=again).values_list("reference", flat=True))
+    assert len(new_refs) == len(refs) and refs[0] not in new_refs
+    assert Shipment.objects.filter(order=again).first().tracking_number != tracking
