@@ -191,6 +191,11 @@ SCHEMAS: dict[str, Any] = {
         "properties": {
             "id": {"type": "integer"},
             "run": {"type": "integer"},
+            "top_run": {
+                "type": "integer",
+                "description": "The top-level run of the run's tree (the run itself when it "
+                "is not a subtask)",
+            },
             "call_id": {"type": "string"},
             "tool": {"type": "string"},
             "arguments": {"type": "object"},
