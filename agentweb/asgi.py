@@ -13,17 +13,9 @@ if logs.json_enabled():
     logs.route_daphne_access_log()  # the access log as JSON records too
     logs.capture_uncaught()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402
-from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from channels.routing import ProtocolTypeRouter  # noqa: E402
 
-from agentweb.web.routing import websocket_urlpatterns  # noqa: E402
+from agentweb.web.routing import websocket_application  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
-    }
-)
+# Sockets: same-origin check (scheme, host and port), session auth, then the routes.
+application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket_application()})

@@ -496,12 +496,15 @@ def _open_approvals(run: Run, outcome: NeedsApproval, events: list[dict[str, Any
 class _DeltaPublisher:
     """Streams model text to the page as it arrives: a preview, not a stored step.
 
-    The stored ``model_called`` event that follows replaces it."""
+    The stored ``model_called`` event that follows replaces it. Each message carries only
+    the text since the previous one and its ``offset`` in the reply (a viewer's cost grows
+    with the reply, not with its square)."""
 
     def __init__(self, run_id: int, interval: float = 0.05) -> None:
         self.group = publish.run_group(run_id)
         self.interval = interval
         self.buffer: list[str] = []
+        self.sent = 0  # characters already sent
         self.last = 0.0
 
     def __call__(self, text: str) -> None:
@@ -509,4 +512,8 @@ class _DeltaPublisher:
         now = time.monotonic()
         if now - self.last >= self.interval:
             self.last = now
-            publish.send_now(self.group, {"type": "run.delta", "text": "".join(self.buffer)})
+            new = "".join(self.buffer)
+            self.buffer = []
+            message = {"type": "run.delta", "offset": self.sent, "text": new}
+            self.sent += len(new)
+            publish.send_now(self.group, message)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import hashlib
 import logging
 import os
 import threading
@@ -20,7 +21,9 @@ from typing import Any
 
 from channels import DEFAULT_CHANNEL_LAYER
 from channels.layers import channel_layers
+from django.contrib.auth.signals import user_logged_out
 from django.db import transaction
+from django.dispatch import receiver
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +35,11 @@ def run_group(run_id: int) -> str:
     return f"run-{run_id}"
 
 
+def session_group(session_key: str) -> str:
+    """Every socket of one browser session (a digest: the key itself stays out of Redis)."""
+    return "session-" + hashlib.sha256(session_key.encode()).hexdigest()[:40]
+
+
 class _Sender:
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -39,6 +47,7 @@ class _Sender:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] | None = None
         self._pending = 0
+        self._failed = 0  # sends failed since the last one that worked
         self._idle = threading.Condition()
 
     def _start(self) -> asyncio.AbstractEventLoop:
@@ -76,8 +85,14 @@ class _Sender:
             try:
                 if layer is not None:
                     await layer.group_send(group, message)
-            except Exception:  # the record is in PostgreSQL; followers refetch
-                log.warning("channel layer send to %s failed", group, exc_info=True)
+                if self._failed:
+                    log.warning("channel layer back after %d failed sends", self._failed)
+                    self._failed = 0
+            except Exception as exc:  # the record is in PostgreSQL; followers refetch
+                # One line per outage, not a traceback per event.
+                if not self._failed:
+                    log.warning("channel layer send to %s failed (%s); counting", group, exc)
+                self._failed += 1
             finally:
                 with self._idle:
                     self._pending -= 1
@@ -121,3 +136,11 @@ def run_changed_on_commit(run_id: int, seq: int, status: str) -> None:
 
 def approvals_changed_on_commit() -> None:
     send_on_commit(APPROVALS_GROUP, {"type": "approvals.changed"})
+
+
+@receiver(user_logged_out, dispatch_uid="agentweb-close-sockets-on-logout")
+def close_sockets_on_logout(sender: Any, request: Any = None, **kwargs: Any) -> None:
+    """Log-out ends the session's live sockets too (they close with 4401)."""
+    key = getattr(getattr(request, "session", None), "session_key", None)
+    if key:
+        send_now(session_group(key), {"type": "session.ended"})

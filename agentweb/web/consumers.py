@@ -14,13 +14,23 @@ Run socket protocol (``/ws/runs/<id>/?after=<seq>``), server → client JSON:
 - ``{"kind": "tree", "html"}``: the run tree (children's status and latest step), whenever
   a run of it stored events; ``html`` is the escaped fragment whose root is ``#run-tree``.
 
-Client → server: nothing is required; ``{"kind": "resync"}`` asks for events again.
-Closes with 4401 (not logged in) or 4403 (run not visible) before the handshake completes.
+- ``{"kind": "live", "ok": false|true}``: the channel layer (Redis) went away / is back.
+  While it is away the page says "reconnecting"; when it is back the consumer has joined
+  its groups again and sent what was stored meanwhile.
+
+Client → server: nothing is required; ``{"kind": "resync", "after"?: seq}`` asks for events
+again (at most ``RESYNC_BURST`` at once, then one per ``RESYNC_EVERY`` seconds; more are
+ignored). Every socket guards its frames (``GuardedConsumer``): binary, malformed or too
+deeply nested frames are ignored with a log line, a frame over ``MAX_FRAME`` closes with
+4009, a stream of bad frames with 4400, a failing handler with 4500 (never 1011).
+Closes with 4401 (not logged in, or the session logged out), 4403 (run not visible) or
+4404 (no such run or path).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
@@ -32,8 +42,12 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from channels.db import DatabaseSyncToAsync
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from channels.exceptions import StopConsumer
+from channels.generic.websocket import AsyncJsonWebsocketConsumer, AsyncWebsocketConsumer
+from channels.layers import get_channel_layer
+from channels.utils import await_many_dispatch
 
+from agentweb.middleware import MAX_INT, BadInput, strict_json
 from agentweb.runs import publish
 from agentweb.runs.models import Run, RunEvent
 from agentweb.web import fragments, outcome, run_tree, timeline
@@ -41,15 +55,166 @@ from agentweb.web.context import pending_count
 
 BATCH = 200
 TREE_COALESCE = 0.2
+MAX_FRAME = 64 * 1024  # characters of one client frame; clients send a few bytes
+MAX_FRAME_DEPTH = 8
+MAX_BAD_FRAMES = 20
+LAYER_RETRY = 1.0  # seconds between attempts to re-join groups while Redis is away
+RESYNC_BURST = 5
+RESYNC_EVERY = 2.0
 log = logging.getLogger(__name__)
 
 
 def _query_int(scope: dict[str, Any], name: str) -> int:
-    raw = parse_qs(scope.get("query_string", b"").decode()).get(name, ["0"])[0]
-    try:
-        return max(0, int(raw))
-    except ValueError:
+    raw = parse_qs(scope.get("query_string", b"").decode("latin-1")).get(name, ["0"])[0]
+    if not raw.isascii() or not raw.isdecimal() or len(raw) > 18:
         return 0
+    return int(raw)
+
+
+class GuardedConsumer(AsyncJsonWebsocketConsumer):
+    """A JSON socket that survives its clients and Redis.
+
+    - Frames: text only, at most ``MAX_FRAME`` characters, strict JSON at most
+      ``MAX_FRAME_DEPTH`` deep; others are ignored with a log line (a stream of them
+      closes with 4400; an oversized one closes with 4009).
+    - A handler that fails closes with 4500 and a log line, not 1011 and a traceback.
+    - The channel layer: when Redis goes away the socket stays open; ``layer_lost`` is
+      called once, groups are joined again every ``LAYER_RETRY`` seconds until that
+      works, then ``layer_back`` is called. (Channels' own loop would end the consumer
+      with the first ``ConnectionError``.)
+    - The session: every socket joins its session's group and closes with 4401 when that
+      session logs out.
+    """
+
+    layer_ok: bool = True
+    bad_frames: int = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        self.scope = scope
+        self.base_send = send
+        self.joined: set[str] = set()
+        self.channel_layer = get_channel_layer(self.channel_layer_alias)
+        sources = [receive]
+        if self.channel_layer is not None:
+            self.channel_name = await self.channel_layer.new_channel()
+            sources.append(self._layer_receive)
+        with contextlib.suppress(StopConsumer):
+            await await_many_dispatch(sources, self.dispatch)
+
+    @property
+    def where(self) -> str:
+        return str(self.scope.get("path", "?"))
+
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        try:
+            await super().dispatch(message)
+        except StopConsumer:
+            raise
+        except Exception:
+            log.exception("websocket %s: handling %s failed", self.where, message.get("type"))
+            await self.close(code=4500)
+
+    # --- frames ---------------------------------------------------------------------------
+
+    async def receive(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
+    ) -> None:
+        if text_data is None:
+            await self._bad_frame("a binary frame")
+            return
+        if len(text_data) > MAX_FRAME:
+            log.warning(
+                "websocket %s: closed, a frame of %d characters", self.where, len(text_data)
+            )
+            await self.close(code=4009)
+            return
+        try:
+            content = strict_json(text_data, max_depth=MAX_FRAME_DEPTH)
+        except BadInput as exc:
+            await self._bad_frame(str(exc))
+            return
+        await self.receive_json(content)
+
+    async def _bad_frame(self, why: str) -> None:
+        self.bad_frames += 1
+        if self.bad_frames <= 3:
+            log.warning("websocket %s: ignored %s", self.where, why[:200])
+        if self.bad_frames > MAX_BAD_FRAMES:
+            log.warning("websocket %s: closed after %d bad frames", self.where, self.bad_frames)
+            await self.close(code=4400)
+
+    # --- groups and the channel layer ------------------------------------------------------
+
+    async def join(self, group: str) -> None:
+        self.joined.add(group)
+        try:
+            await self.channel_layer.group_add(group, self.channel_name)
+        except Exception as exc:  # Redis away: joined again by _layer_receive
+            self._lost(exc)
+
+    async def leave_all(self) -> None:
+        for group in list(self.joined):
+            with contextlib.suppress(Exception):
+                await self.channel_layer.group_discard(group, self.channel_name)
+        self.joined.clear()
+
+    async def join_session(self) -> None:
+        session = self.scope.get("session")
+        key = getattr(session, "session_key", None)
+        if key:
+            await self.join(publish.session_group(key))
+
+    def _lost(self, exc: BaseException) -> None:
+        if self.layer_ok:
+            self.layer_ok = False
+            log.warning("websocket %s: channel layer unavailable (%s)", self.where, exc)
+
+    async def _layer_receive(self) -> dict[str, Any]:
+        was_ok = self.layer_ok
+        while not self.layer_ok:
+            if not was_ok:
+                await asyncio.sleep(LAYER_RETRY)
+            was_ok = False
+            try:
+                for group in list(self.joined):
+                    await self.channel_layer.group_add(group, self.channel_name)
+            except Exception as exc:  # still away; try again after LAYER_RETRY
+                log.debug("websocket %s: groups not joined yet (%s)", self.where, exc)
+                continue
+            self.layer_ok = True
+            log.info("websocket %s: channel layer back, groups joined again", self.where)
+            return {"type": "layer.back"}
+        try:
+            message: dict[str, Any] = await self.channel_layer.receive(self.channel_name)
+            return message
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._lost(exc)
+            return {"type": "layer.lost"}
+
+    async def layer_lost(self, message: dict[str, Any]) -> None:
+        """Redis went away (called once per outage)."""
+
+    async def layer_back(self, message: dict[str, Any]) -> None:
+        """Redis is back and the groups are joined again."""
+
+    async def session_ended(self, message: dict[str, Any]) -> None:
+        log.info("websocket %s: closed, its session logged out", self.where)
+        await self.close(code=4401)
+
+    async def disconnect(self, code: int) -> None:
+        await self.leave_all()
+
+
+class NotFoundConsumer(AsyncWebsocketConsumer):
+    """Any other path under ws/: refused with 4404 before the handshake completes."""
+
+    channel_layer_alias = "__none__"  # no channel of its own
+
+    async def connect(self) -> None:
+        log.info("websocket %s: no such path", self.scope.get("path"))
+        await self.close(code=4404)
 
 
 # Database reads of the consumers run here, not in the single shared sync thread: hundreds
@@ -172,6 +337,7 @@ class RunFanout:
         self.droppers: set[asyncio.Future[None]] = set()
         self.renders: dict[tuple[Any, ...], asyncio.Future[tuple[str, dict[str, str]]]] = {}
         self.locks: dict[int, asyncio.Lock] = {}
+        self.lost: set[int] = set()  # runs whose group membership must be added again
 
     async def state(self, run: Run, user: Any) -> tuple[str, dict[str, str]]:
         """Header and approval controls; followers woken together share one render."""
@@ -198,8 +364,12 @@ class RunFanout:
                 self.channels[run_id] = channel
                 self.readers[run_id] = asyncio.ensure_future(self._read(run_id, channel))
             if time.monotonic() - self.added_at.get(run_id, -self.RENEW) >= self.RENEW:
-                await self.layer.group_add(publish.run_group(run_id), channel)
-                self.added_at[run_id] = time.monotonic()
+                try:
+                    await self.layer.group_add(publish.run_group(run_id), channel)
+                    self.added_at[run_id] = time.monotonic()
+                except Exception as exc:  # Redis away: the reader joins again when it is back
+                    log.warning("fan-out for run %s: cannot join its group (%s)", run_id, exc)
+                    self.lost.add(run_id)
 
     async def unfollow(self, run_id: int, consumer: RunConsumer) -> None:
         followers = self.followers.get(run_id)
@@ -221,21 +391,41 @@ class RunFanout:
             self.added_at.pop(run_id, None)
             self.followers.pop(run_id, None)
             reader = self.readers.pop(run_id, None)
+            self.lost.discard(run_id)
             try:
                 await self.layer.group_discard(publish.run_group(run_id), channel)
+            except Exception as exc:  # Redis away: the membership expires on its own
+                log.info("fan-out for run %s: cannot leave its group (%s)", run_id, exc)
             finally:
                 if reader is not None:
                     reader.cancel()
 
     async def _read(self, run_id: int, channel: str) -> None:
         while True:
+            if run_id in self.lost:
+                # Redis was away (and may have come back empty): join the group again, then
+                # have every follower read what was stored meanwhile.
+                try:
+                    await self.layer.group_add(publish.run_group(run_id), channel)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    await asyncio.sleep(LAYER_RETRY)
+                    continue
+                self.added_at[run_id] = time.monotonic()
+                self.lost.discard(run_id)
+                log.info("fan-out for run %s: group joined again", run_id)
+                for consumer in list(self.followers.get(run_id, ())):
+                    consumer.wake({"type": "run.event", "seq": None})
             try:
                 message = await self.layer.receive(channel)
             except asyncio.CancelledError:
                 raise
-            except Exception:  # the record is in PostgreSQL; keep listening
-                log.warning("fan-out receive for run %s failed", run_id, exc_info=True)
-                await asyncio.sleep(0.5)
+            except Exception as exc:  # the record is in PostgreSQL; join again and go on
+                if run_id not in self.lost:
+                    log.warning("fan-out for run %s: receive failed (%s)", run_id, exc)
+                self.lost.add(run_id)
+                await asyncio.sleep(LAYER_RETRY)
                 continue
             for consumer in list(self.followers.get(run_id, ())):
                 consumer.wake(message)
@@ -255,13 +445,16 @@ def fanout(layer: Any) -> RunFanout:
     return found
 
 
-class RunConsumer(AsyncJsonWebsocketConsumer):
+class RunConsumer(GuardedConsumer):
     run_id: int
     sent: int
     lock: asyncio.Lock
     following: bool = False
     closed: bool = False
     tree_pending: bool = False
+    resync_tokens: float = RESYNC_BURST
+    resync_at: float = 0.0
+    resyncs_ignored: int = 0
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -269,11 +462,16 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4401)
             return
         self.run_id = int(self.scope["url_route"]["kwargs"]["run_id"])
+        if not 0 < self.run_id <= MAX_INT:
+            await self.close(code=4404)
+            return
         if not await self._visible():
             await self.close(code=4403)
             return
         self.sent = _query_int(self.scope, "after")
         self.lock = asyncio.Lock()
+        self.resync_at = time.monotonic()
+        await self.join_session()
         async with self.lock:
             # Subscribe first, then read: an event committed in between is either in the
             # read or announced by a wake-up after it (read again, deduplicated by seq).
@@ -286,14 +484,48 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         self.closed = True
         if self.following:
             await fanout(self.channel_layer).unfollow(self.run_id, self)
+        await self.leave_all()
+
+    def _may_resync(self) -> bool:
+        """A token bucket per socket: a burst of ``RESYNC_BURST``, then one per
+        ``RESYNC_EVERY`` seconds (a resync costs a database read and a resend)."""
+        now = time.monotonic()
+        self.resync_tokens = min(
+            RESYNC_BURST, self.resync_tokens + (now - self.resync_at) / RESYNC_EVERY
+        )
+        self.resync_at = now
+        if self.resync_tokens >= 1:
+            self.resync_tokens -= 1
+            return True
+        self.resyncs_ignored += 1
+        if self.resyncs_ignored in (1, 100, 1000, 10000):
+            log.warning(
+                "websocket %s: %d resync requests ignored", self.where, self.resyncs_ignored
+            )
+        return False
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         if isinstance(content, dict) and content.get("kind") == "resync":
+            if not self._may_resync():
+                return
             async with self.lock:
                 after = content.get("after")
-                if isinstance(after, int) and 0 <= after < self.sent:
+                if (
+                    isinstance(after, int)
+                    and not isinstance(after, bool)
+                    and 0 <= after < self.sent
+                ):
                     self.sent = after
                 await self.send_new(hint=None)
+
+    async def layer_lost(self, message: dict[str, Any]) -> None:
+        await self.send_json({"kind": "live", "ok": False})
+
+    async def layer_back(self, message: dict[str, Any]) -> None:
+        await self.send_json({"kind": "live", "ok": True})
+        async with self.lock:
+            if not self.closed:
+                await self.send_new(hint=None)  # what was stored while Redis was away
 
     def wake(self, message: dict[str, Any]) -> None:
         """Called by the fan-out for each wake-up of this run."""
@@ -305,7 +537,14 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
             return
         kind = message.get("type")
         if kind == "run.delta":
-            await self.send_json({"kind": "delta", "text": str(message.get("text", ""))})
+            offset = message.get("offset")
+            await self.send_json(
+                {
+                    "kind": "delta",
+                    "offset": offset if isinstance(offset, int) else 0,
+                    "text": str(message.get("text", "")),
+                }
+            )
             return
         if kind == "run.tree":
             await self._send_tree()
@@ -365,7 +604,7 @@ class RunConsumer(AsyncJsonWebsocketConsumer):
         return Run.objects.visible_to(user).filter(pk=self.run_id).exists()
 
 
-class RunsConsumer(AsyncJsonWebsocketConsumer):
+class RunsConsumer(GuardedConsumer):
     """Run statuses for the runs list: ``{"kind": "status", "run", "status", "label"}``,
     read from the database, only for runs the user may see."""
 
@@ -374,11 +613,15 @@ class RunsConsumer(AsyncJsonWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
             return
-        await self.channel_layer.group_add(publish.RUNS_GROUP, self.channel_name)
+        await self.join_session()
+        await self.join(publish.RUNS_GROUP)
         await self.accept()
 
-    async def disconnect(self, code: int) -> None:
-        await self.channel_layer.group_discard(publish.RUNS_GROUP, self.channel_name)
+    async def layer_lost(self, message: dict[str, Any]) -> None:
+        await self.send_json({"kind": "live", "ok": False})
+
+    async def layer_back(self, message: dict[str, Any]) -> None:
+        await self.send_json({"kind": "live", "ok": True})
 
     async def run_status(self, message: dict[str, Any]) -> None:
         try:
@@ -397,7 +640,7 @@ class RunsConsumer(AsyncJsonWebsocketConsumer):
         return {"status": run.status, "label": outcome.status_label(run.status)}
 
 
-class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
+class ApprovalsConsumer(GuardedConsumer):
     """Pending approvals the user can see: ``{"kind": "approvals", "pending": n}`` on
     connect and whenever approvals change."""
 
@@ -406,12 +649,13 @@ class ApprovalsConsumer(AsyncJsonWebsocketConsumer):
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
             return
-        await self.channel_layer.group_add(publish.APPROVALS_GROUP, self.channel_name)
+        await self.join_session()
+        await self.join(publish.APPROVALS_GROUP)
         await self.accept()
         await self.approvals_changed({})
 
-    async def disconnect(self, code: int) -> None:
-        await self.channel_layer.group_discard(publish.APPROVALS_GROUP, self.channel_name)
+    async def layer_back(self, message: dict[str, Any]) -> None:
+        await self.approvals_changed({})  # changes made while Redis was away
 
     async def approvals_changed(self, message: dict[str, Any]) -> None:
         count = await off_thread(pending_count)(self.scope["user"])

@@ -17,11 +17,12 @@
     if (conn) conn.dataset.state = state;
     if (!banner) return;
     clearTimeout(bannerTimer);
-    if (state === "offline" || state === "retrying") {
-      // A brief blip is not worth a banner; a real outage is.
+    if (state === "offline" || state === "retrying" || state === "reconnecting") {
+      // A brief blip is not worth a banner; a real outage is ("reconnecting": the server
+      // said its live feed is interrupted, so say so at once).
       bannerTimer = setTimeout(function () {
         banner.hidden = false;
-      }, state === "offline" ? 0 : 1500);
+      }, state === "retrying" ? 1500 : 0);
     } else if (state !== "connecting") {
       banner.hidden = true;
     }
@@ -94,11 +95,18 @@
       } catch (e) {
         return;
       }
+      if (data && data.kind === "live") {
+        // The server's channel layer went away or came back; the socket stays open.
+        setConn(data.ok ? "open" : "reconnecting");
+        return;
+      }
       self.handlers.message(data, ws);
     };
     ws.onclose = function (ev) {
       if (self.ws === ws) self.ws = null;
-      if (ev.code === 4401 || ev.code === 4403) {
+      // 4401 logged out, 4403 not visible, 4404 no such run, 4400/4009 frames refused:
+      // trying again cannot help.
+      if (ev.code === 4401 || ev.code === 4403 || ev.code === 4404 || ev.code === 4400 || ev.code === 4009) {
         self.stopped = true;
         setConn("denied");
         return;
@@ -136,6 +144,31 @@
     var previewText = document.getElementById("delta-text");
     var note = document.getElementById("live-note");
     var socket;
+    var previewNode = null; // the preview's text node
+    var previewLen = 0; // characters of the current model reply shown so far
+
+    function showDelta(data) {
+      // Deltas carry only new text and its offset in the reply; offset 0 starts a new one.
+      var offset = typeof data.offset === "number" ? data.offset : 0;
+      var text = String(data.text || "");
+      if (!previewNode || offset === 0) {
+        previewNode = document.createTextNode("");
+        previewText.replaceChildren(previewNode);
+        previewLen = 0;
+      }
+      if (offset > previewLen) {
+        previewNode.appendData("… "); // joined mid-reply, or a wake-up was lost
+        previewLen = offset;
+      } else if (offset < previewLen) {
+        var cut = Math.min(previewNode.length, previewLen - offset);
+        previewNode.deleteData(previewNode.length - cut, cut);
+        previewLen = offset;
+      }
+      previewNode.appendData(text); // text, never markup
+      previewLen += text.length;
+      preview.hidden = false;
+      preview.scrollIntoView({ block: "nearest" });
+    }
 
     function place(seq, node) {
       var el = node.firstElementChild;
@@ -169,6 +202,7 @@
         if (ev.type === "model_called" || ev.type.indexOf("run_") === 0) {
           preview.hidden = true;
           previewText.textContent = "";
+          previewNode = null;
         }
       }
       root.dataset.lastSeq = String(lastSeq);
@@ -218,11 +252,7 @@
             var tree = document.getElementById("run-tree");
             if (tree) tree.replaceWith(fragment(data.html)); // escaped server-side fragment
           }
-          else if (data.kind === "delta") {
-            preview.hidden = false;
-            previewText.textContent = data.text; // text, never markup
-            preview.scrollIntoView({ block: "nearest" });
-          }
+          else if (data.kind === "delta") showDelta(data);
         },
       }
     );

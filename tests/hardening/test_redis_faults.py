@@ -5,8 +5,12 @@ it, and kills Redis while every worker thread is busy with a run."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import json
 import os
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -14,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agentweb.runs.models import Run
+from agentweb.runs.models import Run, RunEvent
 from tests.conftest import Proc, start_beat, start_web, wait_for
 from tests.fakes.llm_server import FakeLLMServer, Recorded, Reply, oa_call, oa_reply
 from tests.hardening.redis_server import RedisServer
@@ -83,6 +87,62 @@ def faulty_stack(
     llm.__exit__(None, None, None)
 
 
+class Follower:
+    """A browser's run socket on its own thread: every message with the time it came."""
+
+    def __init__(self, url: str, run_id: int, cookie: str) -> None:
+        self.messages: list[tuple[float, dict[str, Any]]] = []
+        self.closed: Any = None
+        ws_url = url.replace("http://", "ws://") + f"/ws/runs/{run_id}/?after=0"
+        headers = {"Cookie": cookie, "Origin": url}
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, args=(ws_url, headers), daemon=True)
+        self.thread.start()
+
+    def _run(self, ws_url: str, headers: dict[str, str]) -> None:
+        self.loop.run_until_complete(self._follow(ws_url, headers))
+
+    async def _follow(self, ws_url: str, headers: dict[str, str]) -> None:
+        from websockets.asyncio.client import connect
+
+        try:
+            async with connect(ws_url, additional_headers=headers) as ws:
+                self.ws = ws
+                async for raw in ws:
+                    self.messages.append((time.monotonic(), json.loads(raw)))
+        except Exception as exc:  # recorded: the test asserts the socket stayed open
+            self.closed = exc
+
+    def seqs_after(self, t: float) -> list[int]:
+        return [
+            e["seq"]
+            for at, m in self.messages
+            if at >= t and m["kind"] == "events"
+            for e in m["events"]
+        ]
+
+    def first(self, kind: str, since: float, **match: Any) -> float | None:
+        for at, m in self.messages:
+            if at >= since and m["kind"] == kind and all(m.get(k) == v for k, v in match.items()):
+                return at
+        return None
+
+    def stop(self) -> None:
+        if hasattr(self, "ws"):
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(self.ws.close(), self.loop).result(10)
+        self.thread.join(5)
+
+
+def _session_cookie(username: str) -> str:
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    client = Client()
+    client.force_login(get_user_model().objects.get(username=username))
+    return f"sessionid={client.cookies['sessionid'].value}"
+
+
 def _token(username: str) -> dict[str, str]:
     from django.contrib.auth import get_user_model
 
@@ -103,6 +163,9 @@ def test_redis_kill_9_mid_run_no_worker_dies_and_runs_finish(
         ids.append(created.json()["id"])
     # Every worker thread is inside a run (waiting for the slow model) when Redis dies.
     wait_for(lambda: Run.objects.filter(pk__in=ids, status="running").count() == 4, 30)
+    follower = Follower(faulty_stack["url"], ids[0], _session_cookie("operator"))
+    wait_for(lambda: follower.first("state", 0), 10)
+    killed = time.monotonic()
     redis.kill9()
     time.sleep(1.0)
 
@@ -115,8 +178,16 @@ def test_redis_kill_9_mid_run_no_worker_dies_and_runs_finish(
     ids.append(during.json()["id"])
     time.sleep(2.0)
 
+    # The open page was told the live feed is interrupted (it shows "reconnecting").
+    assert follower.first("live", killed, ok=False) is not None, follower.messages[-3:]
+    stored_meanwhile = RunEvent.objects.filter(run_id=ids[0]).count()
     redis.start()  # empty: every queue, unacked message and group membership is gone
     back = time.monotonic()
+    # ... and resumes within 5 s: live again, and what was stored meanwhile arrives.
+    wait_for(lambda: follower.first("live", back, ok=True), 10)
+    resumed = follower.first("live", back, ok=True)
+    assert resumed is not None and resumed - back < 5, resumed and resumed - back
+    wait_for(lambda: max(follower.seqs_after(0), default=0) >= stored_meanwhile, 10)
     worker: Proc = faulty_stack["worker"]
     wait_for(lambda: Run.objects.filter(pk__in=ids, status__in=Run.FINAL).count() == 5, 60)
     assert time.monotonic() - back < 45
@@ -130,3 +201,9 @@ def test_redis_kill_9_mid_run_no_worker_dies_and_runs_finish(
     run = wait_for(lambda: Run.objects.filter(pk=after, status__in=Run.FINAL).first(), 30)
     assert run.status == "succeeded"
     assert worker.proc.poll() is None
+    # The page got every event of its run, in order, over the one socket it opened.
+    total = RunEvent.objects.filter(run_id=ids[0]).count()
+    wait_for(lambda: max(follower.seqs_after(0), default=0) >= total, 10)
+    assert sorted(set(follower.seqs_after(0))) == list(range(1, total + 1))
+    assert follower.closed is None, follower.closed
+    follower.stop()

@@ -143,11 +143,32 @@ async def test_it_forwards_streamed_text_as_a_delta(setup_run: dict) -> None:
     from channels.layers import get_channel_layer
 
     await get_channel_layer().group_send(
-        publish.run_group(run.pk), {"type": "run.delta", "text": "<script>x</script>Hel"}
+        publish.run_group(run.pk),
+        {"type": "run.delta", "offset": 0, "text": "<script>x</script>Hel"},
     )
     msg = await comm.receive_json_from(timeout=5)
-    assert msg == {"kind": "delta", "text": "<script>x</script>Hel"}  # the client uses textContent
+    # the client uses textContent
+    assert msg == {"kind": "delta", "offset": 0, "text": "<script>x</script>Hel"}
     await comm.disconnect()
+
+
+def test_the_engine_sends_each_character_of_a_reply_once() -> None:
+    """A 24 KB answer streamed in 8-character chunks: the old publisher sent the whole text
+    so far each time (quadratic); deltas add up to the reply itself."""
+    from unittest import mock
+
+    from agentweb.runs import engine
+
+    sent: list[dict] = []
+    with mock.patch.object(publish, "send_now", lambda group, message: sent.append(message)):
+        deltas = engine._DeltaPublisher(7, interval=0.0)
+        reply = "".join(f"{i:07d}." for i in range(3000))  # 24,000 characters
+        for i in range(0, len(reply), 8):
+            deltas(reply[i : i + 8])
+    assert "".join(m["text"] for m in sent) == reply
+    assert sum(len(m["text"]) for m in sent) == len(reply)
+    offsets = [m["offset"] for m in sent]
+    assert offsets == sorted(offsets) and offsets[0] == 0
 
 
 async def test_it_refuses_anonymous_connections(setup_run: dict) -> None:
@@ -294,3 +315,125 @@ async def test_a_decision_updates_every_followers_approval_controls(setup_run: d
     slot = state["approvals"]["c9"]
     assert "approval-rejected" in slot and "&lt;b&gt;x&lt;/b&gt;" in slot
     await comm.disconnect()
+
+
+# --- hostile sockets (DESIGN §5) -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "path", ["/ws/runs/-1/", "/ws/runs/abc/", "/ws/nope/", "/ws/runs/99999999999999999999/", "/x"]
+)
+async def test_unknown_socket_paths_are_refused_with_4404(setup_run: dict, path: str) -> None:
+    comm = communicator(path, setup_run["cookie"])
+    connected, code = await comm.connect()
+    assert (connected, code) == (False, 4404)
+    await comm.disconnect()
+
+
+@pytest.mark.parametrize(
+    ("origin", "ok"),
+    [
+        ("http://localhost", True),
+        ("http://localhost:80", True),
+        ("http://localhost:9999", False),  # another port
+        ("https://localhost", False),  # another scheme
+        ("http://localhost.evil.example", False),
+        ("null", False),
+        ("", False),
+    ],
+)
+async def test_the_origin_must_match_scheme_host_and_port(
+    setup_run: dict, origin: str, ok: bool
+) -> None:
+    comm = communicator(f"/ws/runs/{setup_run['run'].pk}/", setup_run["cookie"], origin=origin)
+    connected, _ = await comm.connect()
+    assert connected is ok, origin
+    await comm.disconnect()
+
+
+async def test_a_trusted_origin_of_a_proxy_is_accepted(setup_run: dict, settings: Any) -> None:
+    settings.CSRF_TRUSTED_ORIGINS = ["https://agents.example.com"]
+    comm = communicator(
+        f"/ws/runs/{setup_run['run'].pk}/",
+        setup_run["cookie"],
+        origin="https://agents.example.com",
+    )
+    assert (await comm.connect())[0]
+    await comm.disconnect()
+
+
+async def test_bad_frames_are_ignored_and_the_socket_goes_on(setup_run: dict, caplog: Any) -> None:
+    comm = communicator(f"/ws/runs/{setup_run['run'].pk}/", setup_run["cookie"])
+    assert (await comm.connect())[0]
+    await receive_until_state(comm)
+    await comm.send_to(text_data="not json")
+    await comm.send_to(bytes_data=b"\x00\xff binary")
+    await comm.send_to(text_data="[" * 1000 + "]" * 1000)
+    await comm.send_to(text_data='{"kind": "resync", "after": NaN}')
+    await comm.send_to(text_data='{"kind": "resync", "after": "\\ud800"}')
+    await comm.send_to(text_data='{"kind": "resync", "after": 1e999}')
+    await comm.send_to(text_data='{"kind": "resync", "after": 99999999999999999999999}')
+    await comm.send_to(text_data='{"kind": "resync", "after": true}')
+    first, _ = await receive_until_state(comm)  # "after": true is no seq: a plain resync
+    assert first == []
+    await comm.send_json_to({"kind": "resync", "after": 1})
+    events, state = await receive_until_state(comm)
+    assert seqs(events) == [2, 3] and state["kind"] == "state"
+    assert "ignored" in caplog.text
+    await comm.disconnect()
+
+
+async def test_a_huge_frame_closes_with_4009(setup_run: dict) -> None:
+    comm = communicator(f"/ws/runs/{setup_run['run'].pk}/", setup_run["cookie"])
+    assert (await comm.connect())[0]
+    await receive_until_state(comm)
+    await comm.send_to(text_data='{"kind": "resync", "pad": "' + "x" * 1_000_000 + '"}')
+    closed = await comm.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": 4009}
+
+
+async def test_a_stream_of_garbage_closes_with_4400(setup_run: dict) -> None:
+    comm = communicator(f"/ws/runs/{setup_run['run'].pk}/", setup_run["cookie"])
+    assert (await comm.connect())[0]
+    await receive_until_state(comm)
+    for _ in range(25):
+        await comm.send_to(text_data="}{")
+    closed = await comm.receive_output(timeout=5)
+    assert closed == {"type": "websocket.close", "code": 4400}
+
+
+async def test_resync_requests_are_rate_limited(setup_run: dict) -> None:
+    from agentweb.web import consumers
+
+    comm = communicator(f"/ws/runs/{setup_run['run'].pk}/", setup_run["cookie"])
+    assert (await comm.connect())[0]
+    await receive_until_state(comm)
+    for _ in range(200):
+        await comm.send_json_to({"kind": "resync", "after": 0})
+    answered = 0
+    while not await comm.receive_nothing(timeout=1):
+        msg = await comm.receive_json_from(timeout=1)
+        answered += msg["kind"] == "state"
+    assert 1 <= answered <= consumers.RESYNC_BURST + 1, answered
+    await comm.disconnect()
+
+
+async def test_sockets_close_when_their_session_logs_out(setup_run: dict) -> None:
+    run = setup_run["run"]
+    cookie = setup_run["cookie"]
+    run_socket = communicator(f"/ws/runs/{run.pk}/", cookie)
+    approvals_socket = communicator("/ws/approvals/", cookie)
+    assert (await run_socket.connect())[0]
+    assert (await approvals_socket.connect())[0]
+    await receive_until_state(run_socket)
+    await approvals_socket.receive_json_from(timeout=5)
+
+    def log_out() -> int:
+        client = Client()
+        client.cookies["sessionid"] = cookie.split("=", 1)[1]
+        return client.post("/accounts/logout/").status_code
+
+    assert await sync_to_async(log_out)() in (200, 302)
+    for comm in (run_socket, approvals_socket):
+        closed = await comm.receive_output(timeout=5)
+        assert closed == {"type": "websocket.close", "code": 4401}
