@@ -28,5 +28,5 @@ RUN DEBUG=0 SECRET_KEY=build-only-placeholder-key-build-only-placeholder-key-xx 
 USER agentweb
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
-  CMD curl -fsS "http://127.0.0.1:${PORT}/healthz" || exit 1
+  CMD curl -fsS --max-redirs 0 -L -o /dev/null "http://127.0.0.1:${PORT}/healthz" || exit 1
 CMD ["sh", "-c", "daphne -b 0.0.0.0 -p ${PORT} agentweb.asgi:application"]

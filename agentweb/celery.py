@@ -35,3 +35,15 @@ app.conf.beat_schedule = {
         "schedule": timedelta(hours=1),
     },
 }
+
+
+def broker_queue_length() -> int | None:
+    """Messages waiting in this installation's queue, or None when the broker cannot say."""
+    try:
+        with app.connection_for_write() as conn:
+            declared = conn.default_channel.queue_declare(
+                queue=app.conf.task_default_queue, passive=True
+            )
+            return int(declared.message_count)
+    except Exception:  # no queue yet (a Redis restarted empty), or the broker is away
+        return None

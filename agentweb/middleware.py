@@ -178,11 +178,38 @@ def refuse(request: HttpRequest, status: int, code: str, message: str) -> HttpRe
     return HttpResponse(html, status=status)
 
 
+def exception_response(request: HttpRequest, exc: Exception) -> HttpResponse | None:
+    """The answer to an exception that is not a bug of ours, or None (then it is a 500)."""
+    if isinstance(exc, BadInput):
+        return refuse(request, 400, "bad_input", str(exc))
+    if isinstance(exc, RequestDataTooBig):
+        return refuse(request, 413, "too_large", _STATUS_MESSAGES[413])
+    if isinstance(exc, DataError):
+        # PostgreSQL refused a value of this request (a NUL, a number out of range ...):
+        # the request is at fault, and the reason is worth saying.
+        text = str(exc).strip()
+        reason = text.splitlines()[0][:200] if text else "invalid value"
+        log.warning("database refused a value of %s %s: %s", request.method, request.path, reason)
+        return refuse(request, 400, "bad_input", f"a value cannot be stored: {reason}")
+    if isinstance(exc, OperationalError | InterfaceError):
+        log.error("database unavailable during %s %s: %s", request.method, request.path, exc)
+        response = refuse(request, 503, "unavailable", _STATUS_MESSAGES[503])
+        response["Retry-After"] = "5"
+        return response
+    return None
+
+
 class EdgeMiddleware:
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
+        if request.path_info == "/healthz":
+            # Before host validation and the HTTPS redirect: the container's health check
+            # asks http://127.0.0.1, and must see the database's state, not a 301 or 400.
+            from agentweb.health import healthz
+
+            return healthz(request)
         refused = self._check(request)
         if refused is not None:
             return refused
@@ -233,24 +260,7 @@ class EdgeMiddleware:
         return None
 
     def process_exception(self, request: HttpRequest, exc: Exception) -> HttpResponse | None:
-        if isinstance(exc, BadInput):
-            return refuse(request, 400, "bad_input", str(exc))
-        if isinstance(exc, RequestDataTooBig):
-            return refuse(request, 413, "too_large", _STATUS_MESSAGES[413])
-        if isinstance(exc, DataError):
-            # PostgreSQL refused a value of this request (a NUL, a number out of range ...):
-            # the request is at fault, and the reason is worth saying.
-            reason = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else "invalid value"
-            log.warning(
-                "database refused a value of %s %s: %s", request.method, request.path, reason
-            )
-            return refuse(request, 400, "bad_input", f"a value cannot be stored: {reason}")
-        if isinstance(exc, OperationalError | InterfaceError):
-            log.error("database unavailable during %s %s: %s", request.method, request.path, exc)
-            response = refuse(request, 503, "unavailable", _STATUS_MESSAGES[503])
-            response["Retry-After"] = "5"
-            return response
-        return None
+        return exception_response(request, exc)
 
     def _as_json(self, request: HttpRequest, response: HttpResponse) -> HttpResponse:
         if response.get("Content-Type", "").startswith("application/json"):
@@ -263,3 +273,30 @@ class EdgeMiddleware:
             if header in response:
                 replaced[header] = response[header]
         return replaced
+
+
+class RoleRequiredMiddleware:
+    """No role, no data: a signed-in user in none of the roles (operator, approver, admin)
+    gets 403 on every page and API call except logging in and out and their account."""
+
+    EXEMPT = ("/accounts/", "/account/", "/healthz", "/static/", "/admin/", "/metrics")
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        user = getattr(request, "user", None)
+        if (
+            user is not None
+            and user.is_authenticated
+            and not request.path_info.startswith(self.EXEMPT)
+            and not user.has_perm("runs.view_run")
+        ):
+            return refuse(
+                request,
+                403,
+                "no_role",
+                "Your account has no role yet (operator, approver or admin): "
+                "ask an administrator to give you one.",
+            )
+        return self.get_response(request)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+from datetime import timedelta
 from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
@@ -52,6 +53,8 @@ INSTALLED_APPS = [
     "django.contrib.postgres",
     "channels",
     "django_htmx",
+    "axes",
+    "csp",
     "agentweb.accounts",
     "agentweb.shop",
     "agentweb.runs",
@@ -66,9 +69,12 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "agentweb.middleware.RoleRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "axes.middleware.AxesMiddleware",
     # Last, so it sees views' exceptions first: error pages in the app's layout.
     "agentweb.web.errors.ErrorPagesMiddleware",
 ]
@@ -182,7 +188,18 @@ for _name in ("OPENAI", "ANTHROPIC"):
     if _base and not _base.startswith(("http://", "https://")):
         raise ImproperlyConfigured(f"{_name}_BASE_URL must start with http:// or https://")
 
-# --- Auth.
+# --- Auth. Failed logins are throttled per user name and address (django-axes): after
+# AGENTWEB_LOGIN_FAILURES failures that pair is locked for AGENTWEB_LOGIN_COOLOFF_MINUTES.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = env_int("AGENTWEB_LOGIN_FAILURES", 5, minimum=1)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("AGENTWEB_LOGIN_COOLOFF_MINUTES", 15, minimum=1))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked.html"
+AXES_VERBOSE = False
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/tickets/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
@@ -207,6 +224,25 @@ STORAGES = {
         if DEBUG
         else "whitenoise.storage.CompressedManifestStaticFilesStorage"
     },
+}
+
+# Content-Security-Policy (django-csp): scripts and styles from this site only; no inline
+# script, no eval (htmx is configured without eval and without its inline indicator style).
+# Style attributes stay allowed (widths of timing bars).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "style-src-attr": ["'unsafe-inline'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
 }
 
 # Request bodies (forms and the JSON API; uploaded files are limited by the import view).

@@ -74,6 +74,13 @@ def api_view(methods: tuple[str, ...]) -> Callable[[View], View]:
                         return error(403, "csrf_failed", "CSRF check failed for this session")
             else:
                 return error(401, "unauthenticated", "log in or send a bearer token")
+            if not request.user.has_perm("runs.view_run"):  # no role, no data
+                return error(
+                    403,
+                    "no_role",
+                    "Your account has no role yet (operator, approver or admin): "
+                    "ask an administrator to give you one.",
+                )
             try:
                 return view(request, *args, **kwargs)
             except actions.ActionError as exc:

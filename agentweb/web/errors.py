@@ -84,6 +84,11 @@ class ErrorPagesMiddleware:
             return render_error(request, 403)
         if isinstance(exc, BadRequest | SuspiciousOperation):
             return render_error(request, 400)
+        from agentweb.middleware import exception_response
+
+        mapped = exception_response(request, exc)  # bad values 400, database down 503
+        if mapped is not None:
+            return mapped
         log.error("Internal error on %s %s", request.method, request.path, exc_info=exc)
         return render_error(request, 500)
 

@@ -26,6 +26,10 @@
     if (ev.key === "Escape") document.querySelectorAll(".open[data-menu]").forEach(close);
   });
 
+  // <input data-select-on-focus> selects its text (no inline handlers: the CSP forbids them).
+  document.addEventListener("focusin", function (ev) {
+    if (ev.target.matches && ev.target.matches("input[data-select-on-focus]")) ev.target.select();
+  });
   // <form data-confirm="question"> asks before it submits.
   document.addEventListener("submit", function (ev) {
     var form = ev.target.closest("form[data-confirm]");

@@ -24,6 +24,7 @@ BENCHES = [
     ("whole stack, seeded ticket-assistant, streaming", "bench_stack.py", ["--ticket"]),
     ("live WebSocket delivery", "bench_live.py", ["--check"]),
     ("tool selection recall", "bench_selection.py", []),
+    ("hostile input, resync flood, Redis restart", "bench_hardening.py", []),
     ("delegation: coordinator + 5 children", "bench_delegation.py", []),
     ("kill -9 of workers: writes exactly once, recovery time", "bench_crash.py", []),
     ("PostgreSQL connections under 24 polling API clients", "bench_connections.py", []),

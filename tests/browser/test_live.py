@@ -97,7 +97,8 @@ def test_a_second_person_approves_a_refund_and_the_run_continues_live(login: Any
     reply.get_by_role("button", name="Approve", exact=True).click()
     approver.page.wait_for_selector('[data-testid="no-approvals"]', timeout=15_000)
     approver.page.wait_for_function(
-        "document.getElementById('nav-pending').textContent.trim() === '0'", timeout=15_000
+        "() => document.getElementById('nav-pending').textContent.trim() === '0'",
+        timeout=15_000,
     )
     # Meanwhile the operator's page, never reloaded, follows the run to its end.
     page = operator.page
@@ -130,7 +131,9 @@ def test_offline_and_back_shows_every_step_once_in_order(login: Any, demo: dict)
 
     operator.context.set_offline(True)
     page.wait_for_function(
-        "['offline', 'retrying', 'connecting']"
+        # A function, not an expression: Playwright evals expressions in the page, which
+        # the Content-Security-Policy forbids.
+        "() => ['offline', 'retrying', 'connecting']"
         ".includes(document.getElementById('conn').dataset.state)",
         timeout=10_000,
     )
@@ -197,7 +200,7 @@ def test_the_runs_list_follows_statuses_live(login: Any, demo: dict) -> None:
     assert badge.inner_text() == "Waiting on approver"
     assert approve_until_done(run.pk, demo["approver"]).status == "succeeded"
     page.wait_for_function(
-        f"document.querySelector('[data-run-status=\"{run.pk}\"]').textContent.trim()"
+        f"() => document.querySelector('[data-run-status=\"{run.pk}\"]').textContent.trim()"
         " === 'Succeeded'",
         timeout=15_000,
     )

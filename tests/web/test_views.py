@@ -88,8 +88,9 @@ MATRIX = [
     ("approver", "admin", 200),
     ("admin", "operator", 200),
     ("admin", "admin", 200),
-    ("outsider", "operator", 404),
-    ("outsider", "admin", 404),
+    # No role, no data (issue 12): refused outright, not merely "not found".
+    ("outsider", "operator", 403),
+    ("outsider", "admin", 403),
 ]
 
 
@@ -154,7 +155,7 @@ def test_approval_buttons_follow_may_decide(
         ("approver", "operator", "approved"),
         ("admin", "admin", "pending"),
         ("admin", "operator", "approved"),
-        ("outsider", "operator", 404),
+        ("outsider", "operator", 403),
     ],
 )
 def test_deciding_follows_the_rules(
@@ -164,8 +165,10 @@ def test_deciding_follows_the_rules(
     response = client_for(people[viewer]).post(
         f"/approvals/{approval.pk}/decide/", {"decision": "approve", "next": "/approvals/"}
     )
-    if outcome == 404:
-        assert response.status_code == 404
+    if outcome == 403:
+        assert response.status_code == 403
+        approval.refresh_from_db()
+        assert approval.status == "pending"
         return
     assert response.status_code == 302 and response["Location"] == "/approvals/"
     approval.refresh_from_db()
@@ -238,9 +241,9 @@ def test_the_approvals_inbox_lists_pending_oldest_first(people: dict, runs: dict
 
 
 def test_the_inbox_hides_runs_the_user_may_not_see(people: dict, runs: dict) -> None:
-    body = client_for(people["outsider"]).get("/approvals/").content.decode()
-    assert "issue_refund" not in body
-    assert "Nothing is waiting" in body
+    response = client_for(people["outsider"]).get("/approvals/")
+    assert response.status_code == 403 and "no role" in response.content.decode()
+    assert "issue_refund" not in response.content.decode()
 
 
 def test_the_nav_counts_pending_approvals(people: dict, runs: dict) -> None:
@@ -348,10 +351,14 @@ def test_runs_pagination_and_htmx_partial(people: dict) -> None:
     assert "<html" not in partial.content.decode()
 
 
-def test_outsiders_see_only_their_own_runs(people: dict, runs: dict) -> None:
+def test_outsiders_see_no_runs_not_even_their_own(people: dict, runs: dict) -> None:
+    # No role, no data (issue 12): a run started while the user still had a role stays
+    # out of sight once the role is gone.
     mine = f.make_run(people["outsider"], task="my own task")
-    body = client_for(people["outsider"]).get("/runs/").content.decode()
-    assert f'href="/runs/{mine.pk}/"' in body
+    response = client_for(people["outsider"]).get("/runs/")
+    body = response.content.decode()
+    assert response.status_code == 403 and "no role" in body
+    assert f'href="/runs/{mine.pk}/"' not in body
     assert f'href="/runs/{runs["operator"].pk}/"' not in body
 
 
