@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -270,6 +271,51 @@ def may_decide(user: User, approval: Approval) -> tuple[bool, str]:
     return True, ""
 
 
+DecisionWord = Literal["approve", "reject"]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedDecision:
+    """A decision that passed ``check_decide_approval``, ready to be recorded."""
+
+    approval: Approval
+    user: User
+    decision: DecisionWord
+    comment: str
+    edited: dict[str, Any] | None  # the approver's arguments, validated
+    final_args: dict[str, Any]  # what runs when approved
+
+
+def check_decide_approval(
+    *,
+    approval_id: int,
+    user: User,
+    decision: str,
+    comment: str = "",
+    arguments: dict[str, Any] | None = None,
+) -> CheckedDecision:
+    """May ``user`` decide this approval, and is the input sane? Raises the refusal."""
+    if decision not in ("approve", "reject"):
+        raise ActionError("decision must be 'approve' or 'reject'")
+    word: DecisionWord = "approve" if decision == "approve" else "reject"
+    approval = Approval.objects.select_related("run").filter(pk=approval_id).first()
+    if approval is None:
+        raise NotFound(f"no approval {approval_id}")
+    allowed, why = may_decide(user, approval)
+    if not allowed:
+        raise NotAllowed(why)
+    comment = (comment or "").strip()[:4000]
+    if word == "reject" and not comment:
+        comment = "Rejected by the approver."
+    edited = None
+    final_args = approval.arguments
+    if word == "approve" and arguments is not None:
+        if not isinstance(arguments, dict):
+            raise InvalidArguments("arguments must be a JSON object")
+        final_args = edited = validate_tool_arguments(approval.tool, arguments)
+    return CheckedDecision(approval, user, word, comment, edited, final_args)
+
+
 def do_decide_approval(
     *,
     approval_id: int,
@@ -278,30 +324,22 @@ def do_decide_approval(
     comment: str = "",
     arguments: dict[str, Any] | None = None,
 ) -> Approval:
-    """Approve (optionally with edited arguments) or reject a pending call, exactly once.
+    """Approve (optionally with edited arguments) or reject a pending call, exactly once:
+    ``check_decide_approval``, then ``record_decision``."""
+    checked = check_decide_approval(
+        approval_id=approval_id, user=user, decision=decision, comment=comment, arguments=arguments
+    )
+    return record_decision(checked)
 
-    The decision is a conditional UPDATE on the pending row: of many simultaneous
-    deciders exactly one wins and only the winner enqueues the resume.
-    """
-    if decision not in {"approve", "reject"}:
-        raise ActionError("decision must be 'approve' or 'reject'")
-    approval = Approval.objects.select_related("run").filter(pk=approval_id).first()
-    if approval is None:
-        raise NotFound(f"no approval {approval_id}")
-    allowed, why = may_decide(user, approval)
-    if not allowed:
-        raise NotAllowed(why)
-    comment = (comment or "").strip()[:4000]
-    if decision == "reject" and not comment:
-        comment = "Rejected by the approver."
-    edited = None
-    final_args = approval.arguments
-    if decision == "approve" and arguments is not None:
-        if not isinstance(arguments, dict):
-            raise InvalidArguments("arguments must be a JSON object")
-        final_args = edited = validate_tool_arguments(approval.tool, arguments)
+
+def record_decision(checked: CheckedDecision) -> Approval:
+    """Record a checked decision. It is a conditional UPDATE on the pending row: of many
+    simultaneous deciders exactly one wins and only the winner enqueues the resume."""
+    approval, user, comment = checked.approval, checked.user, checked.comment
+    edited, final_args = checked.edited, checked.final_args
     now = timezone.now()
-    status = Approval.Status.APPROVED if decision == "approve" else Approval.Status.REJECTED
+    approved = checked.decision == "approve"
+    status = Approval.Status.APPROVED if approved else Approval.Status.REJECTED
     with transaction.atomic():
         won = Approval.objects.filter(
             pk=approval.pk, status=Approval.Status.PENDING, expires_at__gt=now
@@ -311,7 +349,7 @@ def do_decide_approval(
             decided_at=now,
             comment=comment,
             edited_arguments=edited,
-            approved_hash=arguments_hash(final_args) if status == Approval.Status.APPROVED else "",
+            approved_hash=arguments_hash(final_args) if approved else "",
         )
         if not won:
             approval.refresh_from_db()
@@ -334,7 +372,7 @@ def do_decide_approval(
         decided = ev.approval_decided(
             call_id=approval.call_id,
             tool=approval.tool,
-            decision="approved" if status == Approval.Status.APPROVED else "rejected",
+            decision="approved" if approved else "rejected",
             comment=comment,
             arguments=final_args,
             edited=edited is not None,

@@ -109,6 +109,34 @@ def test_approve_resumes_once_and_runs_the_call_once(people, scripted, enqueued)
     assert misfits(run) == {}
 
 
+def test_checking_a_decision_changes_nothing_and_the_first_record_wins(
+    people, scripted, enqueued
+) -> None:
+    scripted.enqueue(call("pay_out", order_id="A1", amount=30))
+    run = start(people)
+    engine.execute_run(run.pk)
+    approval = Approval.objects.get(run=run)
+    with pytest.raises(actions.NotAllowed):  # four-eyes: the starter may not decide
+        actions.check_decide_approval(
+            approval_id=approval.pk, user=people["operator"], decision="approve"
+        )
+    first = actions.check_decide_approval(
+        approval_id=approval.pk, user=people["approver"], decision="reject", comment=" "
+    )
+    second = actions.check_decide_approval(
+        approval_id=approval.pk, user=people["admin"], decision="approve"
+    )
+    assert (first.decision, first.comment) == ("reject", "Rejected by the approver.")
+    assert Approval.objects.get(pk=approval.pk).status == "pending"  # checks write nothing
+    assert not AuditEntry.objects.filter(action__startswith="approval_", run=run).exclude(
+        action="approval_requested"
+    )
+    actions.record_decision(first)
+    with pytest.raises(actions.Conflict, match="already rejected"):
+        actions.record_decision(second)
+    assert enqueued == [run.pk, run.pk]  # one resume
+
+
 def test_edited_arguments_are_what_runs(people, scripted, enqueued) -> None:
     scripted.enqueue(call("pay_out", order_id="A1", amount=300), "Paid back 25.")
     run = start(people)
