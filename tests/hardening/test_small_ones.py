@@ -177,3 +177,33 @@ def test_the_container_check_fails_on_a_redirect() -> None:
         assert subprocess.run(args, capture_output=True).returncode != 0
     finally:
         server.shutdown()
+
+
+def test_queued_runs_whose_messages_a_restarted_redis_lost_are_due_at_once(
+    shop: dict[str, Any], monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any
+) -> None:
+    """An empty broker queue with runs still queued: their messages are gone (Redis came
+    back empty), so beat's sweep sends them now instead of after the queue grace."""
+    from datetime import timedelta
+
+    from agentweb import celery as celery_app
+    from agentweb.runs import actions, tasks
+    from agentweb.runs.models import Run
+
+    sent: list[int] = []
+    monkeypatch.setattr(actions, "_enqueue", lambda run_id: sent.append(run_id))
+    later = timezone.now() + timedelta(seconds=60)
+    old = f.make_run(shop["operator"], status="queued")
+    new = f.make_run(shop["operator"], status="queued")
+    Run.objects.filter(pk=old.pk).update(
+        created_at=timezone.now() - timedelta(seconds=30), lease_expires_at=later
+    )
+    Run.objects.filter(pk=new.pk).update(lease_expires_at=later)
+    monkeypatch.setattr(celery_app, "broker_queue_length", lambda: 5)  # messages waiting
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.requeue_stale_runs()
+    assert sent == []
+    monkeypatch.setattr(celery_app, "broker_queue_length", lambda: 0)  # the queue is empty
+    with django_capture_on_commit_callbacks(execute=True):
+        tasks.requeue_stale_runs()
+    assert sent == [old.pk]  # a run queued a moment ago may still be on its way
