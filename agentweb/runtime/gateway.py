@@ -190,6 +190,49 @@ class Model(Protocol):
     ) -> ModelResponse: ...
 
 
+class StreamsAfterComplete:
+    """Base for models whose whole reply is known at once (scripted and demo models):
+    ``stream()`` is ``complete()``, then the reply's text handed to ``on_delta`` in the
+    pieces ``delta_pieces`` cuts. Subclasses implement ``_reply``."""
+
+    def _reply(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        timeout: float | None,
+        streamed: bool,
+    ) -> ModelResponse:
+        raise NotImplementedError
+
+    def delta_pieces(self, text: str) -> list[str]:
+        return [text[i : i + 16] for i in range(0, len(text), 16)]
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        timeout: float | None = None,
+    ) -> ModelResponse:
+        return self._reply(messages, tools, timeout=timeout, streamed=False)
+
+    def stream(
+        self,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        on_delta: Callable[[str], None] | None = None,
+        timeout: float | None = None,
+    ) -> ModelResponse:
+        response = self._reply(messages, tools, timeout=timeout, streamed=True)
+        text = response.message.content
+        if on_delta is not None and text:
+            for piece in self.delta_pieces(text):
+                on_delta(piece)
+        return response
+
+
 _SPEC_HELP = "expected demo | openai:<model> | anthropic:<model>"
 
 

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .gateway import ModelResponse, ToolSpec
+from .gateway import ModelResponse, StreamsAfterComplete, ToolSpec
 from .messages import AssistantMessage, Message, ToolCall, Usage
 from .parsing import new_call_id
 
@@ -42,7 +42,7 @@ class ScriptedRequest:
     streamed: bool
 
 
-class ScriptedModel:
+class ScriptedModel(StreamsAfterComplete):
     """Replays enqueued replies in order. A reply is answer text, a ``ToolCall`` or a list
     of them, an ``AssistantMessage``, a full ``ModelResponse``, an exception to raise, or
     a callable ``(messages, tools) -> reply`` for replies that depend on the request."""
@@ -72,32 +72,13 @@ class ScriptedModel:
                 f"{'y was' if len(self._queue) == 1 else 'ies were'} never used"
             )
 
-    def complete(
+    def _reply(
         self,
         messages: Sequence[Message],
         tools: Sequence[ToolSpec],
         *,
-        timeout: float | None = None,
-    ) -> ModelResponse:
-        return self._next(messages, tools, streamed=False)
-
-    def stream(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        *,
-        on_delta: Callable[[str], None] | None = None,
-        timeout: float | None = None,
-    ) -> ModelResponse:
-        response = self._next(messages, tools, streamed=True)
-        text = response.message.content
-        if on_delta is not None and text:
-            for i in range(0, len(text), 16):
-                on_delta(text[i : i + 16])
-        return response
-
-    def _next(
-        self, messages: Sequence[Message], tools: Sequence[ToolSpec], *, streamed: bool
+        timeout: float | None,
+        streamed: bool,
     ) -> ModelResponse:
         started = time.perf_counter()
         with self._lock:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from agentweb.runtime.gateway import ModelResponse, ToolSpec
+from agentweb.runtime.gateway import ModelResponse, StreamsAfterComplete, ToolSpec
 from agentweb.runtime.messages import (
     AssistantMessage,
     Message,
@@ -119,18 +119,19 @@ PLANS: dict[str, Callable[[Conversation], Plan]] = {
 # --- the model -----------------------------------------------------------------------
 
 
-class DemoModel:
+class DemoModel(StreamsAfterComplete):
     """Plays the bundled ticket scenarios offline; deterministic, no network, no keys."""
 
     name = "demo"
     scripted = True
 
-    def complete(
+    def _reply(
         self,
         messages: Sequence[Message],
         tools: Sequence[ToolSpec],
         *,
-        timeout: float | None = None,
+        timeout: float | None,
+        streamed: bool,
     ) -> ModelResponse:
         started = time.perf_counter()
         message = self._next(Conversation(messages, tools))
@@ -142,19 +143,8 @@ class DemoModel:
             finish_reason="tool_calls" if message.tool_calls else "stop",
         )
 
-    def stream(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        *,
-        on_delta: Callable[[str], None] | None = None,
-        timeout: float | None = None,
-    ) -> ModelResponse:
-        response = self.complete(messages, tools, timeout=timeout)
-        if on_delta is not None:
-            for chunk in _chunks(response.message.content):
-                on_delta(chunk)
-        return response
+    def delta_pieces(self, text: str) -> list[str]:
+        return _chunks(text)  # a few words at a time, as a model streams
 
     def _next(self, c: Conversation) -> AssistantMessage:
         if c.nudged and c.answered:
