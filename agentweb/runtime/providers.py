@@ -127,16 +127,11 @@ class Provider:
                 resp = self.http().post(
                     url, json=body, headers=dict(headers), timeout=self._timeout(timeout)
                 )
-            except httpx.TimeoutException as exc:
-                if isinstance(exc, httpx.ReadTimeout | httpx.WriteTimeout):
-                    raise ModelTimeout(f"{self.name}: no reply within the timeout") from exc
-                attempt = self._retry_or_raise(attempt, exc, None, until=until)
-                continue
-            except _RETRY_EXCEPTIONS as exc:
-                attempt = self._retry_or_raise(attempt, exc, None, until=until)
-                continue
             except (httpx.HTTPError, httpx.InvalidURL) as exc:
-                raise ModelError(f"{self.name}: request failed: {exc!r}") from exc
+                attempt = self._transport_failed(
+                    exc, attempt, until, stalled="no reply within the timeout"
+                )
+                continue
             if resp.status_code < 300:
                 try:
                     data = resp.json()
@@ -151,9 +146,7 @@ class Provider:
                 if "error" in data and not data.get("choices") and not data.get("content"):
                     raise ModelHTTPError(self.name, resp.status_code, _error_text(data))
                 return data
-            if self._drop_unsupported(resp.status_code, resp.text, body, optional):
-                continue
-            attempt = self._retry_or_raise(attempt, None, resp, until=until)
+            attempt = self._refused(resp, resp.text, body, optional, attempt, until)
 
     def stream_json(
         self,
@@ -180,9 +173,7 @@ class Provider:
                 ) as resp:
                     if resp.status_code >= 300:
                         text = resp.read().decode("utf-8", "replace")
-                        if self._drop_unsupported(resp.status_code, text, body, optional):
-                            continue
-                        attempt = self._retry_or_raise(attempt, None, resp, text, until=until)
+                        attempt = self._refused(resp, text, body, optional, attempt, until)
                         continue
                     for event in iter_sse_data(resp.iter_lines()):
                         if not started and _is_error_event(event) and attempt < self.max_retries:
@@ -197,16 +188,45 @@ class Provider:
                     else:
                         return
                     continue
-            except httpx.TimeoutException as exc:
-                if started or isinstance(exc, httpx.ReadTimeout | httpx.WriteTimeout):
-                    raise ModelTimeout(f"{self.name}: stream stalled past the timeout") from exc
-                attempt = self._retry_or_raise(attempt, exc, None, until=until)
-            except _RETRY_EXCEPTIONS as exc:
-                if started:
-                    raise ModelHTTPError(self.name, None, f"stream broke: {exc}") from exc
-                attempt = self._retry_or_raise(attempt, exc, None, until=until)
             except (httpx.HTTPError, httpx.InvalidURL) as exc:
-                raise ModelError(f"{self.name}: request failed: {exc!r}") from exc
+                attempt = self._transport_failed(
+                    exc, attempt, until, stalled="stream stalled past the timeout", started=started
+                )
+
+    # -- one retry policy for both kinds of request --------------------------------------------
+
+    def _transport_failed(
+        self, exc: Exception, attempt: int, until: float, *, stalled: str, started: bool = False
+    ) -> int:
+        """A request that failed below HTTP: the next attempt number, or the final error.
+
+        Connection problems before anything arrived are retried. A read or write that timed
+        out is not (the provider may be working on it), nor is a stream that broke after its
+        first event (the caller may already have shown text)."""
+        if isinstance(exc, httpx.TimeoutException):
+            if started or isinstance(exc, httpx.ReadTimeout | httpx.WriteTimeout):
+                raise ModelTimeout(f"{self.name}: {stalled}") from exc
+            return self._retry_or_raise(attempt, exc, None, until=until)
+        if isinstance(exc, _RETRY_EXCEPTIONS):
+            if started:
+                raise ModelHTTPError(self.name, None, f"stream broke: {exc}") from exc
+            return self._retry_or_raise(attempt, exc, None, until=until)
+        raise ModelError(f"{self.name}: request failed: {exc!r}") from exc
+
+    def _refused(
+        self,
+        resp: httpx.Response,
+        text: str,
+        body: dict[str, Any],
+        optional: Collection[str],
+        attempt: int,
+        until: float,
+    ) -> int:
+        """A reply with an error status: the same attempt again once a parameter it named
+        was dropped, else the next attempt after a wait, or the final error."""
+        if self._drop_unsupported(resp.status_code, text, body, optional):
+            return attempt
+        return self._retry_or_raise(attempt, None, resp, text, until=until)
 
     # -- helpers ------------------------------------------------------------------------------
 
