@@ -17,8 +17,9 @@ from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from agentweb.runs import actions
 from agentweb.runs.faults import crash_point
-from agentweb.runs.models import AuditEntry, Run, ToolExecution
+from agentweb.runs.models import Run, ToolExecution
 from agentweb.runtime.loop import PriorExecution
 from agentweb.runtime.tools import Tool
 
@@ -98,18 +99,16 @@ class DbJournal:
                 run=self.run, call_id=call_id
             )
             if self._risk_of(execution.tool) == "high":
-                AuditEntry.objects.create(
-                    action="high_risk_tool_executed",
+                actions.audit(
+                    "high_risk_tool_executed",
                     actor=None,
                     run=self.run,
-                    data={
-                        "call_id": call_id,
-                        "tool": execution.tool,
-                        "arguments": execution.arguments,
-                        "ok": ok,
-                        "error": error,
-                        "requested_by": self.run.created_by.get_username(),
-                    },
+                    call_id=call_id,
+                    tool=execution.tool,
+                    arguments=execution.arguments,
+                    ok=ok,
+                    error=error,
+                    requested_by=self.run.created_by.get_username(),
                 )
         crash_point("tool_recorded", [tool])
 

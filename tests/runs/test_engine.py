@@ -103,6 +103,15 @@ def test_approve_resumes_once_and_runs_the_call_once(people, scripted, enqueued)
     assert [execution.call_id] == sample_tools.KEYS  # the idempotency key is the call id
     assert AuditEntry.objects.filter(action="approval_approved", run=run).count() == 1
     assert AuditEntry.objects.filter(action="high_risk_tool_executed", run=run).count() == 1
+    executed = AuditEntry.objects.get(action="high_risk_tool_executed", run=run)
+    assert executed.actor is None and executed.data == {
+        "call_id": execution.call_id,
+        "tool": "pay_out",
+        "arguments": execution.arguments,
+        "ok": True,
+        "error": None,
+        "requested_by": "operator",
+    }
     assert "approval_decided" in types(run)
     run.refresh_from_db()
     assert seqs(run) == list(range(1, run.last_seq + 1))
