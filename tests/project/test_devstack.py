@@ -13,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
@@ -137,14 +138,14 @@ def machine_database(stack_env: dict[str, str]) -> Any:
     """A fresh database on the test's PostgreSQL server (the stack migrates and seeds it)."""
     import psycopg
 
-    base = stack_env["DATABASE_URL"]
+    # The URL may name a unix socket folder in its query (?host=/path), so only the path
+    # (the database name) is swapped.
+    base = urlsplit(stack_env["DATABASE_URL"])
     name = "devstack_" + secrets.token_hex(4)
-    server, _, tail = base.rpartition("/")
-    query = "?" + tail.split("?", 1)[1] if "?" in tail else ""
-    admin = f"{server}/postgres{query}"
+    admin = urlunsplit(base._replace(path="/postgres"))
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"CREATE DATABASE {name}")
-    yield f"{server}/{name}{query}"
+    yield urlunsplit(base._replace(path=f"/{name}"))
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
