@@ -19,12 +19,13 @@ if logs.json_enabled():
         lambda loglevel=None, **kw: logs.setup_celery_logging(loglevel), weak=False
     )
 
-# Recovery is ours, not the broker's: leases that expired are re-enqueued every few
-# seconds, and approvals past their expiry are closed as rejected.
+# Recovery is ours, not the broker's: leases that expired are re-enqueued every two
+# seconds (and by each worker as it starts), and approvals past their expiry are closed
+# as rejected.
 app.conf.beat_schedule = {
     "requeue-stale-runs": {
         "task": "agentweb.runs.tasks.requeue_stale_runs",
-        "schedule": timedelta(seconds=5),
+        "schedule": timedelta(seconds=2),
     },
     "expire-approvals": {
         "task": "agentweb.runs.tasks.expire_approvals",
@@ -47,3 +48,17 @@ def broker_queue_length() -> int | None:
             return int(declared.message_count)
     except Exception:  # no queue yet (a Redis restarted empty), or the broker is away
         return None
+
+
+@signals.worker_ready.connect
+def _sweep_on_start(**_: object) -> None:
+    """A worker that starts (often one that replaces a killed one) re-enqueues the runs
+    whose lease expired at once instead of at beat's next tick."""
+    import logging
+
+    from agentweb.runs import actions
+
+    try:
+        actions.do_requeue_stale_runs()
+    except Exception:  # the database is away: beat's sweep catches up
+        logging.getLogger(__name__).warning("start-up sweep failed", exc_info=True)

@@ -151,6 +151,10 @@ def load_running_env(environ: Any = None) -> list[str]:
 
 
 MAX_CONNECTIONS = 400
+# Workers need neither gossip nor mingle (PostgreSQL holds the state); gossip's restart
+# after a broker reconnect is where kombu's "'NoneType' object has no attribute
+# 'hostname'" crash comes from.
+LEAN = ["--without-gossip", "--without-mingle"]
 
 
 def _max_connections(server: Any) -> int:
@@ -396,7 +400,7 @@ def _start_children(env: dict[str, str], port: int) -> list[tuple[str, subproces
             _spawn(
                 env,
                 "worker",
-                [*celery, *quiet, "worker", "-l", level, "-P", "threads", "-c", concurrency],
+                [*celery, *quiet, "worker", "-l", level, "-P", "threads", "-c", concurrency, *LEAN],
             ),
         ),
         (
