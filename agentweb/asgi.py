@@ -7,7 +7,10 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentweb.settings")
 django_asgi_app = get_asgi_application()
 
+from agentweb import http_limits  # noqa: E402
 from agentweb.observability import logs  # noqa: E402
+
+http_limits.install()  # oversized or malformed headers get a JSON answer, not silence
 
 if logs.json_enabled():
     logs.route_daphne_access_log()  # the access log as JSON records too
