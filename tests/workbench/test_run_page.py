@@ -102,7 +102,7 @@ def test_it_browses_sends_the_screenshot_and_shows_it(
     assert got.status_code == 200 and got["Content-Type"] == "image/png"
     assert got.content == png and got["X-Content-Type-Options"] == "nosniff"
     client.force_login(_outsider())  # a user without a role sees no run
-    assert client.get(url).status_code == 404
+    assert client.get(url).status_code == 403
     client.logout()
     assert client.get(url).status_code == 302  # to the login page
 
@@ -238,7 +238,7 @@ def test_workspace_files_are_listed_and_downloadable_by_those_who_may_see_the_ru
     os.symlink("/etc/hostname", data_dir / "workspaces" / str(run.pk) / "host")
     assert client.get(f"/runs/{run.pk}/files/host").status_code == 404
     client.force_login(_outsider())
-    assert client.get(link).status_code == 404
+    assert client.get(link).status_code == 403
     client.force_login(people["approver"])  # every role may see every run
     assert client.get(link).status_code == 200
 
