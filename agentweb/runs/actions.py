@@ -110,6 +110,9 @@ def do_create_run(
 ) -> Run:
     from agentweb.shop.models import Ticket
 
+    allowed, why = may_start_run(user)
+    if not allowed:
+        raise NotAllowed(why)
     task = (task or "").strip()
     if not task and ticket_id is None:
         raise ActionError("task must not be empty")
@@ -233,13 +236,25 @@ def finish_cancelled(run: Run, *, by: str = "") -> None:
 # --- agent profiles --------------------------------------------------------------------
 
 
-def do_save_profile(profile: AgentProfile, *, actor: User | None) -> AgentProfile:
-    """Store an edited (or new) agent profile. A change of its approval policies is in
-    the audit log with the policies before and after, whoever made it and however (page,
-    API, import)."""
+class ProfileInUse(Conflict):
+    """A profile that runs refer to, or that others delegate to, is kept."""
+
+
+def do_save_profile(
+    profile: AgentProfile,
+    *,
+    actor: User | None,
+    fields: Iterable[str] = (),
+    cloned_from: str | None = None,
+) -> AgentProfile:
+    """Store an edited (or new) agent profile, with its audit lines: created or changed
+    (which ``fields``), and a change of its approval policies with the policies before and
+    after, whoever made it and however (page, API, import)."""
+    actor = actor if getattr(actor, "pk", None) else None
+    created = profile.pk is None
     with transaction.atomic():
         before: Any = {}
-        if profile.pk is not None:
+        if not created:
             before = (
                 AgentProfile.objects.select_for_update()
                 .filter(pk=profile.pk)
@@ -248,6 +263,23 @@ def do_save_profile(profile: AgentProfile, *, actor: User | None) -> AgentProfil
             ) or {}
         profile.save()
         after = profile.approval_policies or {}
+        if created:
+            audit(
+                "agent_profile_created",
+                actor=actor,
+                run=None,
+                agent=profile.name,
+                fields=sorted(fields),
+                cloned_from=cloned_from,
+            )
+        else:
+            audit(
+                "agent_profile_changed",
+                actor=actor,
+                run=None,
+                agent=profile.name,
+                fields=sorted(fields),
+            )
         if before != after:
             audit(
                 "approval_policies_changed",
@@ -258,6 +290,29 @@ def do_save_profile(profile: AgentProfile, *, actor: User | None) -> AgentProfil
                 after=after,
             )
     return profile
+
+
+def do_delete_profile(profile: AgentProfile, *, actor: User | None) -> None:
+    """Delete a profile no run uses and no profile delegates to, with an audit line;
+    ``ProfileInUse`` otherwise (the runs' history keeps naming it)."""
+    actor = actor if getattr(actor, "pk", None) else None
+    with transaction.atomic():
+        runs = profile.runs.count()
+        if runs:
+            raise ProfileInUse(
+                f"{profile.name} has {runs} run{'s' if runs != 1 else ''}; it is kept so their "
+                "history keeps its profile (remove its tools or edit it instead)"
+            )
+        users = list(
+            AgentProfile.objects.filter(delegates__contains=[profile.name]).values_list(
+                "name", flat=True
+            )
+        )
+        if users:
+            raise ProfileInUse(f"{', '.join(users)} delegate to {profile.name}")
+        name = profile.name
+        profile.delete()
+        audit("agent_profile_deleted", actor=actor, run=None, agent=name)
 
 
 # --- approvals ------------------------------------------------------------------------

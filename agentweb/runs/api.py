@@ -132,9 +132,6 @@ def _int_param(request: HttpRequest, name: str, default: int) -> int:
 @api_view(("GET", "POST"))
 def runs(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
-        allowed, why = actions.may_start_run(request.user)
-        if not allowed:
-            raise actions.NotAllowed(why)
         start = StartRun.parse(_body(request))
         run = actions.do_create_run(
             user=_user(request), task=start.task, agent_name=start.agent, ticket_id=start.ticket
@@ -290,10 +287,7 @@ def agent_profile(request: HttpRequest, name: str) -> HttpResponse:
         return JsonResponse(profiles.profile_json(profile))
     _may_write_profiles(request)
     if request.method == "DELETE":
-        try:
-            profiles.delete_profile(profile, actor=request.user)
-        except profiles.ProfileInUse as exc:
-            raise actions.Conflict(str(exc)) from None
+        actions.do_delete_profile(profile, actor=request.user)
         return HttpResponse(status=204)
     data = _body(request)
     if data.get("name", profile.name) != profile.name:

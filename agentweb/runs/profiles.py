@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
 
 if TYPE_CHECKING:
     from agentweb.runs.models import AgentProfile
@@ -203,7 +202,6 @@ def save_profile(
                 errors[f] = "required"
     if errors:
         raise ProfileInvalid(errors)
-    created = profile.pk is None
     if not partial:
         for key, default in _defaults().items():
             setattr(profile, key, default)
@@ -213,50 +211,7 @@ def save_profile(
         profile.full_clean()
     except ValidationError as exc:
         raise ProfileInvalid(field_errors(exc)) from None
-    with transaction.atomic():
-        # a change of its approval policies is audited with before and after
-        actions.do_save_profile(profile, actor=actor if getattr(actor, "pk", None) else None)
-        actions.audit(
-            "agent_profile_created" if created else "agent_profile_changed",
-            actor=actor if getattr(actor, "pk", None) else None,
-            run=None,
-            agent=profile.name,
-            fields=sorted(values),
-        )
-    return profile
-
-
-class ProfileInUse(Exception):
-    """A profile that runs refer to is kept (their history names it)."""
-
-
-def delete_profile(profile: AgentProfile, *, actor: Any = None) -> None:
-    """Delete a profile no run uses, with an audit entry; ``ProfileInUse`` otherwise."""
-    from agentweb.runs import actions
-    from agentweb.runs.models import AgentProfile
-
-    with transaction.atomic():
-        runs = profile.runs.count()
-        if runs:
-            raise ProfileInUse(
-                f"{profile.name} has {runs} run{'s' if runs != 1 else ''}; it is kept so their "
-                "history keeps its profile (remove its tools or edit it instead)"
-            )
-        users = list(
-            AgentProfile.objects.filter(delegates__contains=[profile.name]).values_list(
-                "name", flat=True
-            )
-        )
-        if users:
-            raise ProfileInUse(f"{', '.join(users)} delegate to {profile.name}")
-        name = profile.name
-        profile.delete()
-        actions.audit(
-            "agent_profile_deleted",
-            actor=actor if getattr(actor, "pk", None) else None,
-            run=None,
-            agent=name,
-        )
+    return actions.do_save_profile(profile, actor=actor, fields=values)
 
 
 TICKET_ASSISTANT_PROMPT = """\

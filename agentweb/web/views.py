@@ -129,9 +129,6 @@ def tickets(request: Request) -> HttpResponse:
 @login_required
 @require_POST
 def ticket_run(request: Request, ticket_id: int) -> HttpResponse:
-    if not actions.may_start_run(request.user)[0]:
-        messages.error(request, "You may not start runs.")
-        return redirect("web:tickets")
     agent = request.POST.get("agent") or None
     try:
         run = actions.do_create_run(
@@ -149,9 +146,6 @@ def ticket_run(request: Request, ticket_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def run_new(request: Request) -> HttpResponse:
-    if not actions.may_start_run(request.user)[0]:
-        messages.error(request, "You may not start runs.")
-        return redirect("web:tickets")
     form = TaskForm(request.POST)
     if not form.is_valid():
         for errors in form.errors.values():
@@ -556,12 +550,10 @@ def agent_new(request: Request) -> HttpResponse:
         initial["name"] = _free_name(f"{source.name}-copy")
     form = AgentProfileForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
-        profile = actions.do_save_profile(form.save(commit=False), actor=request.user)
-        actions.audit(
-            "agent_profile_created",
+        profile = actions.do_save_profile(
+            form.save(commit=False),
             actor=request.user,
-            run=None,
-            agent=profile.name,
+            fields=form.changed_data,
             cloned_from=source.name if source else None,
         )
         messages.success(request, f"Created {profile.name}.")
@@ -586,14 +578,8 @@ def agent_edit(request: Request, agent_id: int) -> HttpResponse:
     profile = get_object_or_404(AgentProfile, pk=agent_id)
     form = AgentProfileForm(request.POST or None, instance=profile)
     if request.method == "POST" and form.is_valid():
-        changed = list(form.changed_data)
-        actions.do_save_profile(form.save(commit=False), actor=request.user)
-        actions.audit(
-            "agent_profile_changed",
-            actor=request.user,
-            run=None,
-            agent=profile.name,
-            fields=changed,
+        actions.do_save_profile(
+            form.save(commit=False), actor=request.user, fields=form.changed_data
         )
         messages.success(request, f"Saved {profile.name}.")
         return redirect("web:agents")
@@ -608,12 +594,10 @@ def agent_edit(request: Request, agent_id: int) -> HttpResponse:
 @require_POST
 @permission_required("runs.change_agentprofile", raise_exception=True)
 def agent_delete(request: Request, agent_id: int) -> HttpResponse:
-    from agentweb.runs.profiles import ProfileInUse, delete_profile
-
     profile = get_object_or_404(AgentProfile, pk=agent_id)
     try:
-        delete_profile(profile, actor=request.user)
-    except ProfileInUse as exc:
+        actions.do_delete_profile(profile, actor=request.user)
+    except actions.ProfileInUse as exc:
         messages.error(request, f"Not deleted: {exc}.")
         return redirect("web:agent_edit", profile.pk)
     messages.success(request, f"Deleted {profile.name}.")
