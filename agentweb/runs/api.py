@@ -287,7 +287,7 @@ def agent_profile(request: HttpRequest, name: str) -> HttpResponse:
         return JsonResponse(profiles.profile_json(profile))
     _may_write_profiles(request)
     if request.method == "DELETE":
-        actions.do_delete_profile(profile, actor=request.user)
+        actions.do_delete_profile(profile, actor=_user(request))
         return HttpResponse(status=204)
     data = _body(request)
     if data.get("name", profile.name) != profile.name:
