@@ -20,7 +20,7 @@ from django.utils import timezone
 from agentweb.runs import actions
 from agentweb.runs.faults import crash_point
 from agentweb.runs.models import Run, ToolExecution
-from agentweb.runtime.loop import PriorExecution
+from agentweb.runtime.journal import PriorExecution
 from agentweb.runtime.tools import Tool
 
 

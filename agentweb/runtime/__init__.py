@@ -13,21 +13,19 @@ from .gateway import (
     ToolSpec,
     model_from_config,
 )
+from .journal import ExecutionJournal, InMemoryJournal, PriorExecution
 from .loop import (
     Agent,
     AgentConfig,
     Cancelled,
     Decision,
-    ExecutionJournal,
     Failed,
     Finished,
-    InMemoryJournal,
     LoopState,
     NeedsApproval,
     NeedsSubtasks,
     Outcome,
     PendingCall,
-    PriorExecution,
     StepResult,
 )
 from .messages import (

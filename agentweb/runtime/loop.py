@@ -14,10 +14,9 @@ import hashlib
 import json
 import logging
 import re
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -29,6 +28,7 @@ from .events import Event
 from .execution import Invocation, ToolResult, format_for_model, run_tools
 from .gateway import Model, ModelCancelled, ModelError, ModelResponse, guarded_call
 from .images import MAX_IMAGE_BYTES, MAX_IMAGES_PER_RESULT, ImageStore, MemoryImageStore
+from .journal import ExecutionJournal, InMemoryJournal, PriorExecution
 from .messages import (
     AssistantMessage,
     Attachment,
@@ -153,50 +153,6 @@ Outcome = Finished | NeedsApproval | NeedsSubtasks | Failed | Cancelled
 class StepResult:
     events: list[Event]
     outcome: Outcome | None
-
-
-# -- execution journal ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class PriorExecution:
-    status: Literal["started", "succeeded", "failed"]
-    result: Any = None
-    error: str | None = None
-
-
-class ExecutionJournal(Protocol):
-    """The durable record of side effects, keyed by call id."""
-
-    def begin(
-        self, call_id: str, tool: str, arguments: dict[str, Any]
-    ) -> PriorExecution | None: ...
-
-    def finish(
-        self, call_id: str, ok: bool, result: Any, error: str | None, duration_ms: float
-    ) -> None: ...
-
-
-class InMemoryJournal:
-    """Default journal: good within one process; Django provides a durable one."""
-
-    def __init__(self) -> None:
-        self._records: dict[str, PriorExecution] = {}
-        self._lock = threading.Lock()
-
-    def begin(self, call_id: str, tool: str, arguments: dict[str, Any]) -> PriorExecution | None:
-        with self._lock:
-            prior = self._records.get(call_id)
-            if prior is None:
-                self._records[call_id] = PriorExecution("started")
-            return prior
-
-    def finish(
-        self, call_id: str, ok: bool, result: Any, error: str | None, duration_ms: float
-    ) -> None:
-        with self._lock:
-            status: Literal["succeeded", "failed"] = "succeeded" if ok else "failed"
-            self._records[call_id] = PriorExecution(status, result, error)
 
 
 # -- state ---------------------------------------------------------------------------------
