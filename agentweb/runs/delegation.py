@@ -27,7 +27,7 @@ from django.utils import timezone
 from agentweb.runs import publish
 from agentweb.runs.models import AgentProfile, Run
 from agentweb.runtime import events as ev
-from agentweb.runtime.loop import NeedsSubtasks
+from agentweb.runtime.state import NeedsSubtasks
 from agentweb.runtime.tools import Suspend, Tool, ToolContext, ToolError
 
 log = logging.getLogger(__name__)

@@ -34,7 +34,8 @@ from agentweb.runs.journal import DbJournal
 from agentweb.runs.models import Approval, Run, ToolExecution, arguments_hash
 from agentweb.runs.pricing import cost_usd
 from agentweb.runtime import events as ev
-from agentweb.runtime.loop import (
+from agentweb.runtime.messages import SystemMessage
+from agentweb.runtime.state import (
     Cancelled,
     Decision,
     Failed,
@@ -43,7 +44,6 @@ from agentweb.runtime.loop import (
     NeedsApproval,
     NeedsSubtasks,
 )
-from agentweb.runtime.messages import SystemMessage
 from agentweb.runtime.tools import ToolContext
 
 log = logging.getLogger(__name__)

@@ -14,20 +14,7 @@ from .gateway import (
     model_from_config,
 )
 from .journal import ExecutionJournal, InMemoryJournal, PriorExecution
-from .loop import (
-    Agent,
-    AgentConfig,
-    Cancelled,
-    Decision,
-    Failed,
-    Finished,
-    LoopState,
-    NeedsApproval,
-    NeedsSubtasks,
-    Outcome,
-    PendingCall,
-    StepResult,
-)
+from .loop import Agent, AgentConfig
 from .messages import (
     AssistantMessage,
     Attachment,
@@ -39,6 +26,18 @@ from .messages import (
     UserMessage,
     messages_from_json,
     messages_to_json,
+)
+from .state import (
+    Cancelled,
+    Decision,
+    Failed,
+    Finished,
+    LoopState,
+    NeedsApproval,
+    NeedsSubtasks,
+    Outcome,
+    PendingCall,
+    StepResult,
 )
 from .tools import (
     Suspend,

@@ -48,7 +48,7 @@ from .tokens import EstimateCounter, TokenCounter, default_counter
 from .tools import ToolRegistry
 
 if TYPE_CHECKING:
-    from .loop import LoopState
+    from .state import LoopState
 
 __all__ = ["ContextHints", "ContextPolicy", "LayeredContextPolicy", "PreparedContext"]
 

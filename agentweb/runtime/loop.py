@@ -3,7 +3,9 @@
 ``Agent.step`` makes one model call and runs the tool calls of that turn; it returns the
 events and, when the run stops, an outcome. It never blocks on a human: a call that needs
 approval ends the step with ``NeedsApproval``; ``Agent.decide`` records decisions and the
-next ``step`` carries on. ``LoopState`` is plain JSON, so another process can resume.
+next ``step`` carries on. The state it mutates, and the outcomes, are in ``state.py``
+(plain JSON, so another process can resume); the record of side effects it consults
+before a tool runs is the journal (``journal.py``).
 """
 
 from __future__ import annotations
@@ -15,10 +17,9 @@ import json
 import logging
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from . import events as ev
 from .approvals import ApprovalGate, PriorTotal
@@ -36,7 +37,6 @@ from .messages import (
     SystemMessage,
     ToolCall,
     ToolMessage,
-    Usage,
     UserMessage,
 )
 from .parsing import (
@@ -45,6 +45,21 @@ from .parsing import (
     parse_text_calls,
     resolve_tool_name,
     split_reasoning,
+)
+from .state import (
+    TERMINAL,
+    Cancelled,
+    DecidedBy,
+    Decision,
+    Failed,
+    Finished,
+    LoopState,
+    NeedsApproval,
+    NeedsSubtasks,
+    Outcome,
+    PendingCall,
+    StepResult,
+    TurnCall,
 )
 from .tools import ToolArgumentError, ToolContext, ToolError, ToolRegistry
 
@@ -69,14 +84,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-Status = Literal[
-    "running", "waiting_approval", "waiting_subtasks", "finished", "failed", "cancelled"
-]
-DecidedBy = Literal["validator", "model", "bounds"]
-TERMINAL = frozenset({"finished", "failed", "cancelled"})
 
-
-# -- configuration and outcomes ------------------------------------------------------------
+# -- configuration -------------------------------------------------------------------------
 
 
 class AgentConfig(BaseModel):
@@ -98,151 +107,6 @@ class AgentConfig(BaseModel):
     # Per tool: "always" | "never" | "default" | {"argument", "at_least", "sum_per"?};
     # they take precedence over the tools' own rules (see ``approvals``).
     approval_policies: dict[str, Any] = Field(default_factory=dict)
-
-
-class PendingCall(BaseModel):
-    call_id: str
-    tool: str
-    arguments: dict[str, Any]
-    risk: str
-    reason: str  # "high_risk" | "policy" | "malformed_arguments" | "unknown_outcome"
-
-
-class Decision(BaseModel):
-    call_id: str
-    approved: bool
-    comment: str = ""
-    arguments: dict[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Finished:
-    answer: str
-    decided_by: DecidedBy
-    reason: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class NeedsApproval:
-    calls: list[PendingCall]
-
-
-@dataclass(frozen=True, slots=True)
-class NeedsSubtasks:
-    """A tool raised ``Suspend``: the host wakes the run when ``waiting_on`` is ready,
-    and the next ``step`` runs those calls again."""
-
-    calls: list[str]  # call ids
-    waiting_on: list[Any]
-
-
-@dataclass(frozen=True, slots=True)
-class Failed:
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Cancelled:
-    pass
-
-
-Outcome = Finished | NeedsApproval | NeedsSubtasks | Failed | Cancelled
-
-
-@dataclass(slots=True)
-class StepResult:
-    events: list[Event]
-    outcome: Outcome | None
-
-
-# -- state ---------------------------------------------------------------------------------
-
-
-class TurnCall(BaseModel):
-    """One call of the current assistant turn while it is being resolved."""
-
-    call_id: str
-    name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
-    state: Literal["queued", "awaiting", "waiting", "done"] = "queued"
-    reason: str | None = None
-    risk: str = "low"
-    decision: Literal["approved", "rejected"] | None = None
-    comment: str = ""
-    content: str | None = None
-    is_error: bool = False
-    repaired: dict[str, str] = Field(default_factory=dict)
-    edited: bool = False  # an approver supplied the arguments
-    waiting_on: list[Any] | None = None  # suspended (the tool raised ``Suspend``)
-    attachments: list[Attachment] = Field(default_factory=list)  # stored images (by ref)
-    fp: str | None = None  # fingerprint of name + arguments (repeat guards)
-    announced: bool = False  # its approval_requested event was emitted
-    policy_reason: str | None = None  # why no person was needed (or why one is)
-
-
-class LoopState(BaseModel):
-    model_config = ConfigDict(validate_assignment=False)
-
-    task: str = ""
-    run_id: str | None = None
-    context: dict[str, Any] = Field(default_factory=dict)
-    messages: list[Message] = Field(default_factory=list)
-    iteration: int = 0
-    status: Status = "running"
-    started: bool = False
-    usage: Usage = Field(default_factory=Usage)
-    turn: list[TurnCall] | None = None  # the pending turn (calls not yet all resolved)
-    last_round: list[str] = Field(default_factory=list)  # fingerprints of previous round
-    reminded: list[str] = Field(default_factory=list)
-    round_signatures: list[str] = Field(default_factory=list)
-    no_progress: int = 0
-    empty_replies: int = 0  # consecutive replies with neither text nor a call
-    cut_calls: list[str] = Field(default_factory=list)  # ids cut off in the last reply
-    cut_off: bool = False  # the last reply stopped at the token limit inside a call
-    seen_call_ids: list[str] = Field(default_factory=list)
-    best_answer: str | None = None
-    final_answer: str | None = None
-    decided_by: DecidedBy | None = None
-    finish_reason: str | None = None
-    failure_reason: str | None = None
-    memory: dict[str, Any] = Field(default_factory=dict)  # the context policy's layer state
-
-    def to_json(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> LoopState:
-        return cls.model_validate(dict(data))
-
-    @property
-    def pending_approvals(self) -> list[PendingCall]:
-        return [
-            PendingCall(
-                call_id=c.call_id,
-                tool=c.name,
-                arguments=c.arguments,
-                risk=c.risk,
-                reason=c.reason or "high_risk",
-            )
-            for c in self.turn or ()
-            if c.state == "awaiting" and c.decision is None
-        ]
-
-    @property
-    def outcome(self) -> Outcome | None:
-        if self.status == "finished":
-            return Finished(self.final_answer or "", self.decided_by or "model", self.finish_reason)
-        if self.status == "failed":
-            return Failed(self.failure_reason or "failed")
-        if self.status == "cancelled":
-            return Cancelled()
-        if self.status == "waiting_approval":
-            return NeedsApproval(self.pending_approvals)
-        if self.status == "waiting_subtasks":
-            waiting = [c for c in self.turn or () if c.state == "waiting"]
-            keys = [key for c in waiting for key in c.waiting_on or ()]
-            return NeedsSubtasks([c.call_id for c in waiting], list(dict.fromkeys(keys)))
-        return None
 
 
 # -- the agent -----------------------------------------------------------------------------
