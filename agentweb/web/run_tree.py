@@ -12,6 +12,7 @@ from typing import Any
 from django.template.loader import render_to_string
 
 from agentweb.runs import delegation
+from agentweb.runs.event_text import text_of
 from agentweb.runs.models import Run, RunEvent
 from agentweb.web import outcome
 
@@ -32,36 +33,7 @@ def latest_step(event: RunEvent | None) -> str:
     if event is None:
         return "waiting for a worker"
     data = event.data if isinstance(event.data, dict) else {}
-    kind = event.type
-    if kind == "model_called":
-        calls = [str(c.get("name")) for c in data.get("tool_calls") or () if isinstance(c, dict)]
-        if calls:
-            return "model asked for " + ", ".join(calls)
-        return "model: " + _short(data.get("text"))
-    if kind == "tool_call_started":
-        return f"running {data.get('tool')}"
-    if kind == "tool_call_finished":
-        return f"{data.get('tool')} {'ok' if data.get('ok') else 'failed'}"
-    if kind == "approval_requested":
-        return f"waiting for a person to decide {data.get('tool')}"
-    if kind == "approval_decided":
-        return f"{data.get('tool')} {data.get('decision')}"
-    if kind == "subtask_started":
-        return f"delegated task #{data.get('task_id')} to {data.get('agent')}"
-    if kind == "subtask_finished":
-        return f"task #{data.get('task_id')} {data.get('status')}"
-    if kind == "run_finished":
-        return "answered: " + _short(data.get("final_answer"))
-    if kind == "run_failed":
-        return "failed: " + _short(data.get("reason"))
-    if kind == "run_cancelled":
-        return "cancelled"
-    return kind.replace("_", " ")
-
-
-def _short(text: Any, limit: int = 120) -> str:
-    value = " ".join(str(text or "").split())
-    return value if len(value) <= limit else value[: limit - 1] + "…"
+    return text_of(event.type, data).summary
 
 
 def nodes_for(run: Run) -> list[Node]:

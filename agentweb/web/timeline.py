@@ -5,12 +5,12 @@ Everything here reads stored events only; nothing calls a model or a tool.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentweb.runs.event_text import pretty, text_of
 from agentweb.runs.models import Run, RunEvent
 from agentweb.runs.pricing import cost_usd
 
@@ -28,16 +28,6 @@ def step_cost(data: dict[str, Any], model: str) -> float | None:
         return cost_usd(str(data.get("model") or model), tokens)
     except (TypeError, ValueError):
         return None
-
-
-def pretty(value: Any) -> str:
-    """JSON pretty-printed for a <pre>; the template escapes it."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return value
-    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
 
 
 @dataclass
@@ -245,34 +235,10 @@ def replay_context(task: str, steps: list[Step]) -> list[ContextMessage]:
 
     add("user", task)
     for step in steps:
-        data = step.data
         step.ctx = len(messages)
-        if step.type == "model_called":
-            text = str(data.get("text") or "")
-            calls = data.get("tool_calls") or []
-            parts = [text] if text else []
-            for call in calls:
-                if isinstance(call, dict):
-                    parts.append(f"→ {call.get('name')}({pretty(call.get('arguments') or {})})")
-            add("assistant", "\n".join(parts) or "(no text)")
-        elif step.type == "tool_call_finished":
-            if data.get("ok", True):
-                body = pretty(data.get("result"))
-            else:
-                body = f"error: {data.get('error')}"
-            add(f"tool · {data.get('tool', '')}", body)
-        elif step.type == "approval_decided":
-            decision = data.get("decision")
-            if decision != "approved":
-                add("tool", f"{data.get('tool', '')} {decision}: {data.get('comment', '')}")
-        elif step.type == "completion_objected":  # the validator's words went to the model
-            add(f"validator · {data.get('validator', '')}", str(data.get("reason") or ""))
-        elif step.type == "context_compacted":
-            add(
-                "system",
-                f"context compacted: {data.get('tokens_before')} → {data.get('tokens_after')} "
-                "tokens",
-            )
+        said = text_of(step.type, step.data).said
+        if said is not None:
+            add(*said)
     return messages
 
 

@@ -9,8 +9,8 @@ from typing import Any
 from django import template
 from django.utils import timezone
 
+from agentweb.runs.event_text import pretty as _pretty
 from agentweb.web import outcome as _outcome
-from agentweb.web.timeline import pretty as _pretty
 
 register = template.Library()
 

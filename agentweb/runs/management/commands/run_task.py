@@ -6,6 +6,7 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentweb.runs import actions
+from agentweb.runs.event_text import text_of
 from agentweb.runs.models import Run, RunEvent
 
 # Exit codes say how the run ended (documented in the README).
@@ -18,35 +19,7 @@ EXIT = {
 
 
 def describe(event: RunEvent) -> str:
-    d: dict[str, Any] = event.data
-    t = event.type
-    if t == "model_called":
-        calls = ", ".join(c.get("name", "?") for c in d.get("tool_calls") or [])
-        text = (d.get("text") or "").strip().replace("\n", " ")
-        tokens = d.get("tokens") or {}
-        return (
-            f"model {d.get('model')} {d.get('latency_ms', 0):.0f} ms "
-            f"({tokens.get('input', 0)}→{tokens.get('output', 0)} tokens)"
-            + (f": {text[:160]}" if text else "")
-            + (f" → {calls}" if calls else "")
-        )
-    if t == "tool_call_started":
-        return f"→ {d.get('tool')}({json.dumps(d.get('arguments'), ensure_ascii=False)})"
-    if t == "tool_call_finished":
-        status = "ok" if d.get("ok") else f"error: {d.get('error')}"
-        return f"← {d.get('tool')} {status} in {d.get('duration_ms', 0):.0f} ms"
-    if t == "approval_requested":
-        return (
-            f"⏸ approval needed for {d.get('tool')}"
-            f"({json.dumps(d.get('arguments'), ensure_ascii=False)})"
-        )
-    if t == "approval_decided":
-        return f"✔ {d.get('tool')} {d.get('decision')} by {d.get('by')}: {d.get('comment', '')}"
-    if t == "run_finished":
-        return f"finished: {d.get('final_answer')}"
-    if t == "run_failed":
-        return f"failed: {d.get('reason')}"
-    return t
+    return text_of(event.type, event.data).log
 
 
 class Command(BaseCommand):
