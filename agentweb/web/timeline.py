@@ -13,6 +13,7 @@ from typing import Any
 from agentweb.runs.event_text import pretty, text_of
 from agentweb.runs.models import Run, RunEvent
 from agentweb.runs.pricing import cost_usd
+from agentweb.runtime.events import EVENT_TYPES
 
 
 def step_cost(data: dict[str, Any], model: str) -> float | None:
@@ -48,6 +49,12 @@ class Step:
         return f"event-{self.seq}"
 
     @property
+    def template(self) -> str:
+        """Its fragment's body: ``web/events/<type>.html`` (an imported file's unknown
+        type shows its data)."""
+        return template_for(self.type)
+
+    @property
     def images(self) -> list[dict[str, Any]]:
         """The images a tool call returned, as stored: only URLs of our own image view
         (an imported file cannot make the page load anything else)."""
@@ -65,6 +72,10 @@ class Step:
                     }
                 )
         return out
+
+
+def template_for(kind: str) -> str:
+    return f"web/events/{kind}.html" if kind in EVENT_TYPES else "web/events/_other.html"
 
 
 _IMAGE_URL = re.compile(r"/runs/\d+/images/[0-9a-f]{64}$")

@@ -1,5 +1,7 @@
-"""One table of words per event type (runs/event_text.py): the run tree, `run_task` and the
-replay's rebuilt conversation all say what it says, for every type of the contract."""
+"""One renderer per event type: its words (runs/event_text.py), which the run tree,
+`run_task` and the replay's rebuilt conversation all use, and its fragment
+(templates/web/events/<type>.html), the same on the live page, the replay and the replay of
+an exported file, for every type of the contract."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from django.template.loader import get_template, render_to_string
 
 from agentweb.runs import event_text
 from agentweb.runs.event_text import EventText, text_of
@@ -14,6 +17,7 @@ from agentweb.runs.management.commands.run_task import describe
 from agentweb.runs.models import RunEvent
 from agentweb.runtime import events as ev
 from agentweb.web import run_tree, timeline
+from agentweb.web.timeline import template_for
 
 EVIL = "<b>x</b>"
 
@@ -147,3 +151,49 @@ def test_an_unknown_type_is_its_name_and_odd_data_does_not_break_the_words() -> 
     assert text_of("tool_call_finished", {"duration_ms": None}).log == "← None error: None in 0 ms"
     for kind in ev.EVENT_TYPES:
         text_of(kind, {})  # an imported file's event may lack every key
+
+
+# --- the fragments: one template per type, the same on every page ---------------------------
+
+
+def test_every_event_type_has_its_template_and_an_unknown_one_shows_its_data() -> None:
+    for kind in ev.EVENT_TYPES:
+        assert get_template(template_for(kind)).origin.name.endswith(f"events/{kind}.html")
+    step = timeline.steps_for([_stored("mystery_event", {"a": EVIL})])[0]
+    html = render_to_string("web/_event.html", {"step": step})
+    assert '<span class="kind">mystery_event</span>' in html
+    assert "&lt;b&gt;x&lt;/b&gt;" in html and EVIL not in html
+
+
+@pytest.mark.django_db
+def test_the_live_page_the_replay_and_an_exported_file_show_every_type_alike() -> None:
+    from django.contrib.auth.models import User
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.test import Client
+
+    from agentweb.accounts.roles import ensure_roles
+    from agentweb.web import fragments
+    from tests.web import factories as f
+
+    admin = User.objects.create_user("admin", password="pw-123456789")
+    admin.groups.add(ensure_roles()["admin"])
+    run = f.make_run(admin, task="Where is A7?")
+    f.emit(run, *(s.to_json() for s in SAMPLES.values()), status="succeeded")
+    client = Client()
+    client.force_login(admin)
+    live = client.get(f"/runs/{run.pk}/").content.decode()
+    replay = client.get(f"/runs/{run.pk}/replay/").content.decode()
+    exported = client.get(f"/runs/{run.pk}/export.json").content
+    upload = SimpleUploadedFile("run.json", exported, content_type="application/json")
+    imported = client.post("/runs/import/", {"file": upload}).content.decode()
+
+    steps = timeline.steps_for(run.events.order_by("seq"), model=run.model)
+    assert {s.type for s in steps} == ev.EVENT_TYPES
+    for step in steps:
+        fragment = fragments.event_html(run, step)
+        body = render_to_string(template_for(step.type), {"step": step, "run": run})
+        assert body.strip() and body in fragment, step.type
+        for name, page in (("live", live), ("replay", replay), ("imported", imported)):
+            assert fragment in page, (step.type, name)
+    for page in (live, replay, imported):
+        assert EVIL not in page and "&lt;b&gt;x&lt;/b&gt;" in page
