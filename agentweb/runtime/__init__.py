@@ -10,6 +10,7 @@ from .gateway import (
     ModelHTTPError,
     ModelResponse,
     ModelTimeout,
+    StreamsAfterComplete,
     ToolSpec,
     model_from_config,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "PendingCall",
     "PriorExecution",
     "StepResult",
+    "StreamsAfterComplete",
     "Suspend",
     "SystemMessage",
     "Tool",

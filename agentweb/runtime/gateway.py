@@ -27,6 +27,7 @@ __all__ = [
     "ModelHTTPError",
     "ModelResponse",
     "ModelTimeout",
+    "StreamsAfterComplete",
     "ToolSpec",
     "current_guard",
     "guarded_call",

@@ -15,6 +15,7 @@ from agentweb.runtime import (
     AssistantMessage,
     Message,
     ModelResponse,
+    StreamsAfterComplete,
     ToolCall,
     ToolMessage,
     ToolSpec,
@@ -220,18 +221,19 @@ def _plan(c: _Chat) -> Plan:
     return f"Looked at {c.username()}: " + json.dumps(account or {}, sort_keys=True)[:300]
 
 
-class HelpdeskDemoModel:
+class HelpdeskDemoModel(StreamsAfterComplete):
     """Scripted, deterministic, offline."""
 
     name = "demo"
     scripted = True
 
-    def complete(
+    def _reply(
         self,
         messages: Sequence[Message],
         tools: Sequence[ToolSpec],
         *,
-        timeout: float | None = None,
+        timeout: float | None,
+        streamed: bool,
     ) -> ModelResponse:
         started = time.perf_counter()
         c = _Chat(messages)
@@ -259,15 +261,5 @@ class HelpdeskDemoModel:
             finish_reason="tool_calls" if message.tool_calls else "stop",
         )
 
-    def stream(
-        self,
-        messages: Sequence[Message],
-        tools: Sequence[ToolSpec],
-        *,
-        on_delta: Callable[[str], None] | None = None,
-        timeout: float | None = None,
-    ) -> ModelResponse:
-        response = self.complete(messages, tools, timeout=timeout)
-        if on_delta is not None and response.message.content:
-            on_delta(response.message.content)
-        return response
+    def delta_pieces(self, text: str) -> list[str]:
+        return [text]  # a streamed reply arrives in one piece
