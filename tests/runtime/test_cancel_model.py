@@ -75,3 +75,20 @@ def test_the_overall_deadline_ends_a_stream_that_never_stalls_long(server) -> No
 def test_without_a_guard_calls_are_unchanged(server) -> None:
     server.enqueue(Reply(delay=0.6, json=oa_reply(content="fine")))
     assert model(server).complete([UserMessage(content="hi")], []).message.content == "fine"
+
+
+def test_cancel_ends_the_wait_before_a_retry(server) -> None:
+    server.enqueue(Reply(status=503, json={"error": {"message": "busy"}}), oa_reply("late"))
+    provider = Provider(
+        name="openai", base_url=server.openai_url, max_retries=3, backoff=30, backoff_max=30
+    )
+    # The cancel shows from 0.5 s to 3 s only: the 503 is in by then and the call waits
+    # 15-30 s to retry. A wait that did not look at it would retry and get "late".
+    began = time.monotonic()
+
+    def cancel() -> bool:
+        return 0.5 <= time.monotonic() - began < 3.0
+
+    with pytest.raises(ModelCancelled), guarded_call(cancel=cancel):
+        OpenAIChatModel("m", provider).complete([UserMessage(content="hi")], [])
+    assert len(server.requests) == 1

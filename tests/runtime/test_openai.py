@@ -440,6 +440,37 @@ def test_a_stream_that_opens_with_an_error_is_retried(fake_llm, openai_model):
     assert len(fake_llm.requests) == 2
 
 
+def test_a_stream_that_keeps_opening_with_an_error_gives_up_like_a_5xx(fake_llm, openai_model):
+    # max_retries=2: an error before any event counts as a failed attempt, the third
+    # such stream is handed over as it is
+    loading = Reply(sse=[{"error": {"message": "model is loading"}}], done=False)
+    fake_llm.enqueue(Reply(status=503, body=b"busy"), loading, loading)
+    with pytest.raises(ModelHTTPError, match="model is loading"):
+        openai_model.stream(MSGS, [])
+    assert len(fake_llm.requests) == 3
+
+
+def test_a_dropped_parameter_is_not_a_failed_attempt(fake_llm):
+    # max_retries=2 allows three attempts; the tries that named a parameter are extra
+    model = OpenAIChatModel(
+        "fake-model",
+        fast_provider("openai", fake_llm.openai_url),
+        params={"parallel_tool_calls": False},
+    )
+    busy = Reply(status=503, json={"error": {"message": "busy"}})
+
+    def refused(param: str) -> Reply:
+        return Reply(status=400, json={"error": {"message": f"unknown parameter: {param}"}})
+
+    fake_llm.enqueue(refused("parallel_tool_calls"), busy, busy, oa_reply("fine"))
+    assert model.complete(MSGS, []).message.content == "fine"
+    fake_llm.enqueue(refused("stream_options"), busy, busy, Reply(sse=oa_text_chunks("streamed")))
+    assert model.stream(MSGS, []).message.content == "streamed"
+    sent = [r.json for r in fake_llm.requests]
+    assert len(sent) == 8
+    assert "parallel_tool_calls" not in sent[1] and "stream_options" not in sent[5]
+
+
 # -- reply shapes from real providers (issue 14) ------------------------------------------
 
 
