@@ -119,34 +119,30 @@ class Provider:
 
         ``payload`` may be a function, called for every attempt (after a parameter was
         dropped the adapter may want to shape the request differently)."""
-        attempt = 0
-        until = self._call_deadline()
-        while True:
-            body = self._without_dropped(payload, optional)
+        for attempt in self._attempts(payload, optional):
             try:
                 resp = self.http().post(
-                    url, json=body, headers=dict(headers), timeout=self._timeout(timeout)
+                    url, json=attempt.body, headers=dict(headers), timeout=self._timeout(timeout)
                 )
             except (httpx.HTTPError, httpx.InvalidURL) as exc:
-                attempt = self._transport_failed(
-                    exc, attempt, until, stalled="no reply within the timeout"
-                )
+                self._transport_failed(attempt, exc, stalled="no reply within the timeout")
                 continue
             if resp.status_code < 300:
-                try:
-                    data = resp.json()
-                except ValueError as exc:
-                    raise ModelHTTPError(
-                        self.name, resp.status_code, f"reply is not JSON: {resp.text[:200]}"
-                    ) from exc
-                except RecursionError:
-                    data = _loads_pruned(resp.text, self.name, resp.status_code)
-                if not isinstance(data, dict):
-                    raise ModelHTTPError(self.name, resp.status_code, "reply is not an object")
-                if "error" in data and not data.get("choices") and not data.get("content"):
-                    raise ModelHTTPError(self.name, resp.status_code, _error_text(data))
-                return data
-            attempt = self._refused(resp, resp.text, body, optional, attempt, until)
+                break  # the only way out of the attempts that does not raise
+            self._refused(attempt, resp, resp.text)
+        try:
+            data = resp.json()
+        except ValueError as exc:
+            raise ModelHTTPError(
+                self.name, resp.status_code, f"reply is not JSON: {resp.text[:200]}"
+            ) from exc
+        except RecursionError:
+            data = _loads_pruned(resp.text, self.name, resp.status_code)
+        if not isinstance(data, dict):
+            raise ModelHTTPError(self.name, resp.status_code, "reply is not an object")
+        if "error" in data and not data.get("choices") and not data.get("content"):
+            raise ModelHTTPError(self.name, resp.status_code, _error_text(data))
+        return data
 
     def stream_json(
         self,
@@ -162,43 +158,51 @@ class Provider:
         Retries happen only before the first event; a stream that breaks after that
         raises ``ModelHTTPError`` (the caller may already have shown text).
         """
-        attempt = 0
-        until = self._call_deadline()
-        while True:
-            body = self._without_dropped(payload, optional)
+        for attempt in self._attempts(payload, optional):
             started = False
             try:
                 with self.http().stream(
-                    "POST", url, json=body, headers=dict(headers), timeout=self._timeout(timeout)
+                    "POST",
+                    url,
+                    json=attempt.body,
+                    headers=dict(headers),
+                    timeout=self._timeout(timeout),
                 ) as resp:
                     if resp.status_code >= 300:
-                        text = resp.read().decode("utf-8", "replace")
-                        attempt = self._refused(resp, text, body, optional, attempt, until)
+                        self._refused(attempt, resp, resp.read().decode("utf-8", "replace"))
                         continue
+                    may_retry = attempt.number < self.max_retries
                     for event in iter_sse_data(resp.iter_lines()):
-                        if not started and _is_error_event(event) and attempt < self.max_retries:
+                        if not started and may_retry and _is_error_event(event):
                             # failed before anything was delivered: as good as a 5xx
                             log.info("%s: stream opened with an error: %.200s", self.name, event)
-                            attempt = self._retry_or_raise(
-                                attempt, None, None, retry=True, until=until
-                            )
+                            self._retry_or_raise(attempt, None, None, retry=True)
                             break
                         started = True
                         yield event
                     else:
                         return
-                    continue
             except (httpx.HTTPError, httpx.InvalidURL) as exc:
-                attempt = self._transport_failed(
-                    exc, attempt, until, stalled="stream stalled past the timeout", started=started
+                self._transport_failed(
+                    attempt, exc, stalled="stream stalled past the timeout", started=started
                 )
 
-    # -- one retry policy for both kinds of request --------------------------------------------
+    # -- one attempt loop and one retry policy for both kinds of request ----------------------
+
+    def _attempts(self, payload: Payload, optional: Collection[str]) -> Iterator[_Attempt]:
+        """The tries of one call, each with the body to send. A try that failed hands its
+        ``_Attempt`` to the retry policy (``_transport_failed``, ``_refused``,
+        ``_retry_or_raise``), which waits and moves it on, or raises the final error: the
+        tries end in a good reply or an exception, never by themselves."""
+        attempt = _Attempt(self._call_deadline(), optional)
+        while True:
+            attempt.body = self._without_dropped(payload, optional)
+            yield attempt
 
     def _transport_failed(
-        self, exc: Exception, attempt: int, until: float, *, stalled: str, started: bool = False
-    ) -> int:
-        """A request that failed below HTTP: the next attempt number, or the final error.
+        self, attempt: _Attempt, exc: Exception, *, stalled: str, started: bool = False
+    ) -> None:
+        """A request that failed below HTTP: on to the next attempt, or the final error.
 
         Connection problems before anything arrived are retried. A read or write that timed
         out is not (the provider may be working on it), nor is a stream that broke after its
@@ -206,27 +210,20 @@ class Provider:
         if isinstance(exc, httpx.TimeoutException):
             if started or isinstance(exc, httpx.ReadTimeout | httpx.WriteTimeout):
                 raise ModelTimeout(f"{self.name}: {stalled}") from exc
-            return self._retry_or_raise(attempt, exc, None, until=until)
-        if isinstance(exc, _RETRY_EXCEPTIONS):
+        elif isinstance(exc, _RETRY_EXCEPTIONS):
             if started:
                 raise ModelHTTPError(self.name, None, f"stream broke: {exc}") from exc
-            return self._retry_or_raise(attempt, exc, None, until=until)
-        raise ModelError(f"{self.name}: request failed: {exc!r}") from exc
+        else:
+            raise ModelError(f"{self.name}: request failed: {exc!r}") from exc
+        self._retry_or_raise(attempt, exc, None)
 
-    def _refused(
-        self,
-        resp: httpx.Response,
-        text: str,
-        body: dict[str, Any],
-        optional: Collection[str],
-        attempt: int,
-        until: float,
-    ) -> int:
+    def _refused(self, attempt: _Attempt, resp: httpx.Response, text: str) -> None:
         """A reply with an error status: the same attempt again once a parameter it named
-        was dropped, else the next attempt after a wait, or the final error."""
-        if self._drop_unsupported(resp.status_code, text, body, optional):
-            return attempt
-        return self._retry_or_raise(attempt, None, resp, text, until=until)
+        was dropped (that try does not count), else the next attempt after a wait, or the
+        final error."""
+        if self._drop_unsupported(resp.status_code, text, attempt.body, attempt.optional):
+            return
+        self._retry_or_raise(attempt, None, resp, text)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -262,19 +259,20 @@ class Provider:
 
     def _retry_or_raise(
         self,
-        attempt: int,
+        attempt: _Attempt,
         exc: Exception | None,
         resp: httpx.Response | None,
         text: str | None = None,
         *,
         retry: bool = False,
-        until: float | None = None,
-    ) -> int:
-        """Sleep and return the next attempt number, or raise the final error.
+    ) -> None:
+        """Sleep and move ``attempt`` on to the next number, or raise the final error.
 
-        A ``Retry-After`` is waited for in full when it ends before ``until`` (the call's
-        deadline, monotonic) and within ``max_retry_after``; otherwise the call fails now,
-        saying how long the provider asked to wait: retrying sooner would only be refused."""
+        A ``Retry-After`` is waited for in full when it ends before ``attempt.until`` (the
+        call's deadline, monotonic) and within ``max_retry_after``; otherwise the call fails
+        now, saying how long the provider asked to wait: retrying sooner would only be
+        refused."""
+        n, until = attempt.number, attempt.until
         if retry:
             delay = None
         elif resp is not None:
@@ -284,19 +282,19 @@ class Provider:
                 raise ModelAuthError(self.name, status, _error_text_raw(detail))
             if status not in _RETRY_STATUSES and status < 500:
                 raise ModelHTTPError(self.name, status, _error_text_raw(detail))
-            if attempt >= self.max_retries:
+            if n >= self.max_retries:
                 raise ModelHTTPError(
                     self.name,
                     status,
-                    f"{_error_text_raw(detail)} (gave up after {attempt + 1} attempts)",
+                    f"{_error_text_raw(detail)} (gave up after {n + 1} attempts)",
                 )
             delay = _retry_after(resp.headers.get("retry-after"))
             if delay is None and resp.headers.get("retry-after-ms"):
                 delay = (_retry_after(resp.headers["retry-after-ms"]) or 0.0) / 1000
             if delay is not None:
-                left = None if until is None else until - time.monotonic()
+                left = until - time.monotonic()
                 why = None
-                if left is not None and delay > left:
+                if delay > left:
                     why = f"more than the {max(left, 0):.0f} s left before the call's deadline"
                 elif self.max_retry_after is not None and delay > self.max_retry_after:
                     why = f"more than the {self.max_retry_after:g} s this provider may wait"
@@ -308,28 +306,38 @@ class Provider:
                         f"{delay:.1f} s, {why})",
                     )
         else:
-            if attempt >= self.max_retries:
+            if n >= self.max_retries:
                 if isinstance(exc, httpx.TimeoutException):
                     raise ModelTimeout(f"{self.name}: could not connect in time") from exc
                 raise ModelError(
-                    f"{self.name}: connection failed after {attempt + 1} attempts: {exc!r}"
+                    f"{self.name}: connection failed after {n + 1} attempts: {exc!r}"
                 ) from exc
             delay = None
         if delay is None:
-            delay = min(self.backoff_max, self.backoff * (2**attempt))
+            delay = min(self.backoff_max, self.backoff * (2**n))
             delay *= 0.5 + random.random() / 2
-            if until is not None:
-                left = until - time.monotonic()
-                if left <= 0:
-                    raise ModelTimeout(f"{self.name}: no reply within the call's deadline")
-                delay = min(delay, left)
-        log.info("%s: retrying in %.2fs (attempt %d)", self.name, delay, attempt + 1)
+            left = until - time.monotonic()
+            if left <= 0:
+                raise ModelTimeout(f"{self.name}: no reply within the call's deadline")
+            delay = min(delay, left)
+        log.info("%s: retrying in %.2fs (attempt %d)", self.name, delay, n + 1)
         guard = current_guard()
         if guard is not None:
             guard.sleep(delay)  # a cancel or the deadline ends the wait
         else:
             time.sleep(delay)
-        return attempt + 1
+        attempt.number = n + 1
+
+
+@dataclass(slots=True)
+class _Attempt:
+    """One try of a call: its number (tries after a dropped parameter do not count), the
+    call's deadline (monotonic) and the request body of this try."""
+
+    until: float
+    optional: Collection[str]
+    number: int = 0
+    body: dict[str, Any] = field(default_factory=dict)
 
 
 def _loads_pruned(text: str, name: str, status: int) -> Any:
