@@ -172,7 +172,8 @@ class Provider:
                         self._refused(attempt, resp, resp.read().decode("utf-8", "replace"))
                         continue
                     may_retry = attempt.number < self.max_retries
-                    for event in iter_sse_data(resp.iter_lines()):
+                    lines = resp.iter_lines()
+                    for event in iter_sse_data(lines):
                         if not started and may_retry and _is_error_event(event):
                             # failed before anything was delivered: as good as a 5xx
                             log.info("%s: stream opened with an error: %.200s", self.name, event)
@@ -181,6 +182,7 @@ class Provider:
                         started = True
                         yield event
                     else:
+                        _drain(lines)
                         return
             except (httpx.HTTPError, httpx.InvalidURL) as exc:
                 self._transport_failed(
@@ -449,6 +451,17 @@ def _error_text_raw(text: str) -> str:
         return _error_text(json.loads(text))
     except ValueError:
         return text.strip()[:500] or "(empty body)"
+
+
+def _drain(lines: Iterator[str], limit: int = 16) -> None:
+    """Read what follows a stream's ``[DONE]`` (normally only the end of the chunked
+    body), so the connection goes back to the pool instead of being closed and the next
+    call skips a new connection (and TLS handshake). More than ``limit`` lines: cut off."""
+    try:
+        for _ in zip(range(limit), lines, strict=False):
+            pass
+    except httpx.HTTPError:
+        pass  # the reply is complete; the connection is closed as before
 
 
 def iter_sse_data(lines: Iterator[str]) -> Iterator[dict[str, Any]]:

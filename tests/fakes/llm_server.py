@@ -41,6 +41,7 @@ class Recorded:
     path: str
     headers: dict[str, str]
     json: Any
+    peer: int = 0  # the client's port: requests over one kept-alive connection share it
 
 
 class FakeLLMServer:
@@ -70,7 +71,9 @@ class FakeLLMServer:
                     payload = json.loads(raw) if raw else None
                 except ValueError:
                     payload = raw.decode("utf-8", "replace")
-                req = Recorded("POST", self.path, dict(self.headers), payload)
+                req = Recorded(
+                    "POST", self.path, dict(self.headers), payload, self.client_address[1]
+                )
                 server._serve(self, req)
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

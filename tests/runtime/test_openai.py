@@ -162,6 +162,9 @@ def test_it_streams_over_a_kept_alive_connection(fake_llm, openai_model):
     assert [(c.name, c.arguments) for c in second.message.tool_calls] == [
         ("get_order", {"order_id": "A1"})
     ]
+    # The first reply was read to its end after [DONE]: the second came over the same
+    # connection instead of a new one.
+    assert fake_llm.requests[0].peer == fake_llm.requests[1].peer != 0
 
 
 def test_it_joins_a_tool_call_split_across_chunks(fake_llm, openai_model):
