@@ -3,16 +3,30 @@
 ``api.py`` parses a body with ``Model.parse(data)``; ``openapi.py`` describes the same
 body with ``request_schema(Model)``, so the document cannot drift from the parser. A
 refused field raises the action error and message its model names in ``refusals``.
+
+Agent profiles are read with ``Model.read(data)`` (by ``profiles.save_profile``, for the
+API and ``agents import``): the fields given, and every refusal by field (422 names each).
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, Self
+from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    WithJsonSchema,
+    field_validator,
+    model_validator,
+)
 
 from agentweb.runs.actions import ActionError, InvalidArguments
+from agentweb.runs.profiles import FIELDS, MAX_TOP_N
 
 
 class Input(BaseModel):
@@ -74,6 +88,174 @@ class DecideApproval(Input):
         "comment": (ActionError, "comment must be a string"),
         "decision": (ActionError, "decision must be 'approve' or 'reject'"),
     }
+
+
+# --- agent profiles ---------------------------------------------------------------------
+
+_STRING = "must be a string"
+_NAMES = "must be a list of names"
+_BY_TOOL = "must be an object keyed by tool name"
+_WHOLE = "must be a whole number"
+_SELECTION = f'"all" or a whole number from 1 to {MAX_TOP_N}'
+
+#: In model form, a null is the field's blank value.
+_BLANK: dict[str, Any] = {
+    "description": "",
+    "model": "",
+    "validator": "",
+    "tool_selection": "all",
+    "allowed_tools": [],
+    "delegates": [],
+    "approval_policies": {},
+    "risk_overrides": {},
+}
+
+ToolSelection = Annotated[
+    int | str | None,
+    WithJsonSchema(
+        {
+            "oneOf": [
+                {"const": "all"},
+                {"type": "integer", "minimum": 1, "maximum": MAX_TOP_N},
+            ],
+            "description": '"all": offer every allowed tool; N: the N most relevant and '
+            "search_tools",
+        }
+    ),
+]
+
+
+def _profile_schema(schema: dict[str, Any], model: type[BaseModel]) -> None:
+    for name in getattr(model, "undocumented_defaults", ()):
+        schema["properties"][name].pop("default", None)
+
+
+class ProfileFields(Input):
+    """The fields of an agent profile, as GET shows them. The endpoints read them with
+    CreateProfile (POST), ReplaceProfile (PUT) and ChangeProfile (PATCH); updated_at, which
+    GET shows, is ignored, other unknown fields are refused."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", json_schema_extra=_profile_schema)
+
+    name: str = Field("", json_schema_extra={"pattern": "^[-a-zA-Z0-9_]+$"})
+    description: str | None = ""
+    system_prompt: str = ""
+    model: str | None = Field(None, description="null: the installation's AGENTWEB_MODEL")
+    allowed_tools: list[str] | None = []
+    tool_selection: ToolSelection = "all"
+    validator: str | None = Field(None, description="dotted path of a completion validator")
+    approval_policies: dict[str, Any] | None = Field(
+        {}, description='per tool: "always", "never" or {"argument", "at_least", "sum_per"}'
+    )
+    risk_overrides: dict[str, Any] | None = Field(
+        {}, description='per tool: "low", "medium" or "high"'
+    )
+    max_iterations: int = 20
+    context_budget_tokens: int = 16000
+    delegates: list[str] | None = Field([], description="profiles this one may hand work to")
+    vision: bool = True
+
+    #: field -> what is wrong when its value has the wrong type
+    type_errors: ClassVar[dict[str, str]] = {
+        "name": _STRING,
+        "description": _STRING,
+        "system_prompt": _STRING,
+        "model": _STRING,
+        "validator": _STRING,
+        "allowed_tools": _NAMES,
+        "delegates": _NAMES,
+        "tool_selection": _SELECTION,
+        "approval_policies": _BY_TOOL,
+        "risk_overrides": _BY_TOOL,
+        "max_iterations": _WHOLE,
+        "context_budget_tokens": _WHOLE,
+        "vision": "must be true or false",
+    }
+    #: fields whose default the schema does not show (not applied when left out)
+    undocumented_defaults: ClassVar[tuple[str, ...]] = ("name", "system_prompt")
+
+    @classmethod
+    def read(cls, data: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+        """The fields given in ``data`` in model form (null: blank; names stripped), and
+        what is wrong, by field (``__all__``: unknown fields)."""
+        given = {k: v for k, v in data.items() if k != "updated_at"}
+        try:
+            body = cls.model_validate(given)
+        except ValidationError as exc:
+            return {}, cls._errors(exc)
+        return {name: body._stored(name) for name in FIELDS if name in body.model_fields_set}, {}
+
+    @classmethod
+    def _errors(cls, exc: ValidationError) -> dict[str, str]:
+        errors: dict[str, str] = {}
+        unknown: list[str] = []
+        for error in exc.errors():
+            field = str(error["loc"][0]) if error["loc"] else "__all__"
+            if error["type"] == "extra_forbidden":
+                unknown.append(field)
+            elif error["type"] == "missing":
+                errors.setdefault(field, "required")
+            elif error["type"] == "value_error":
+                errors.setdefault(field, str(error.get("ctx", {}).get("error", error["msg"])))
+            else:
+                errors.setdefault(field, cls.type_errors.get(field, error["msg"]))
+        out: dict[str, str] = {}  # in the order people read: unknown, wrong, then missing
+        if unknown:
+            out["__all__"] = (
+                f"unknown fields: {', '.join(sorted(unknown))}; known: {', '.join(FIELDS)}"
+            )
+        last = [f for f in FIELDS if errors.get(f) == "required"]
+        out.update((f, errors[f]) for f in FIELDS if f in errors and f not in last)
+        out.update((f, errors[f]) for f in last)
+        return out
+
+    def _stored(self, name: str) -> Any:
+        value = getattr(self, name)
+        if value is None:
+            return _BLANK[name]
+        if name == "tool_selection":
+            return str(value).strip()
+        if isinstance(value, str) and name != "system_prompt":
+            return value.strip()
+        return value
+
+    @classmethod
+    def defaults(cls) -> dict[str, Any]:
+        """What a new or replaced profile has in the fields left out, in model form."""
+        return {
+            name: copy.deepcopy(_BLANK[name] if field.default is None else field.default)
+            for name, field in cls.model_fields.items()
+            if name not in ("name", "system_prompt")
+        }
+
+
+class CreateProfile(ProfileFields):
+    """A new agent profile: only name and system_prompt are required; the rest default as
+    shown. Also what `manage.py agents import` reads for a profile that does not exist."""
+
+    name: str = Field(json_schema_extra={"pattern": "^[-a-zA-Z0-9_]+$"})
+    system_prompt: str
+
+    @field_validator("name", "system_prompt")
+    @classmethod
+    def _not_empty(cls, value: str, info: ValidationInfo) -> str:
+        if not (value.strip() if info.field_name == "name" else value):
+            raise ValueError("required")
+        return value
+
+
+class ReplaceProfile(ProfileFields):
+    """A profile's new content: the fields left out take their defaults; the name, when
+    given, must be the profile's own (a profile keeps its name). Also what
+    `manage.py agents import` reads for a profile that exists."""
+
+    system_prompt: str
+
+
+class ChangeProfile(ProfileFields):
+    """The fields to change; the others stay as they are."""
+
+    undocumented_defaults: ClassVar[tuple[str, ...]] = tuple(FIELDS)
 
 
 def request_schema(model: type[Input]) -> dict[str, Any]:

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 #: The claims validator of the ticket domain (seeded ticket profiles name it).
 CLAIMS_VALIDATOR = "agentweb.shop.validators.claims_validator"
 
-#: Fields of a profile in JSON, in the order shown; only name and system_prompt required.
+#: Fields of a profile in JSON, in the order shown; only name and system_prompt required
+#: (their types and defaults: ``api_input.ProfileFields``).
 FIELDS = (
     "name",
     "description",
@@ -31,7 +32,6 @@ FIELDS = (
     "delegates",
     "vision",
 )
-REQUIRED = ("name", "system_prompt")
 MAX_TOP_N = 100
 
 
@@ -56,68 +56,9 @@ def profile_json(profile: AgentProfile) -> dict[str, Any]:
 
 
 def _defaults() -> dict[str, Any]:
-    return {
-        "description": "",
-        "model": "",
-        "allowed_tools": [],
-        "tool_selection": "all",
-        "validator": "",
-        "approval_policies": {},
-        "risk_overrides": {},
-        "max_iterations": 20,
-        "context_budget_tokens": 16000,
-        "delegates": [],
-        "vision": True,
-    }
+    from agentweb.runs.api_input import ProfileFields
 
-
-def _typed(data: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
-    """Field values of ``data`` in model form (null -> blank), and type errors by field."""
-    errors: dict[str, str] = {}
-    unknown = sorted(set(data) - set(FIELDS) - {"updated_at"})
-    if unknown:
-        errors["__all__"] = f"unknown fields: {', '.join(unknown)}; known: {', '.join(FIELDS)}"
-    values: dict[str, Any] = {}
-    for name in FIELDS:
-        if name not in data:
-            continue
-        value = data[name]
-        if name in ("name", "system_prompt", "description", "model", "validator"):
-            if value is None and name not in REQUIRED:
-                value = ""
-            if not isinstance(value, str):
-                errors[name] = "must be a string"
-                continue
-            value = value.strip() if name != "system_prompt" else value
-        elif name == "tool_selection":
-            if value is None:
-                value = "all"
-            if isinstance(value, bool) or not isinstance(value, int | str):
-                errors[name] = f'"all" or a whole number from 1 to {MAX_TOP_N}'
-                continue
-            value = str(value).strip()
-        elif name in ("max_iterations", "context_budget_tokens"):
-            if isinstance(value, bool) or not isinstance(value, int):
-                errors[name] = "must be a whole number"
-                continue
-        elif name == "vision":
-            if not isinstance(value, bool):
-                errors[name] = "must be true or false"
-                continue
-        elif name in ("allowed_tools", "delegates"):
-            if value is None:
-                value = []
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                errors[name] = "must be a list of names"
-                continue
-        elif name in ("approval_policies", "risk_overrides"):
-            if value is None:
-                value = {}
-            if not isinstance(value, dict):
-                errors[name] = "must be an object keyed by tool name"
-                continue
-        values[name] = value
-    return values, errors
+    return ProfileFields.defaults()
 
 
 def profile_errors(profile: AgentProfile) -> dict[str, str]:
@@ -182,26 +123,22 @@ def save_profile(
     actor: Any = None,
     partial: bool = False,
 ) -> AgentProfile:
-    """Create (``profile`` None) or update a profile from its JSON shape and save it,
-    with an audit entry.
+    """Create (``profile`` None) or update a profile from its JSON shape (read by
+    ``api_input.CreateProfile``, ``ReplaceProfile`` or, ``partial``, ``ChangeProfile``)
+    and save it, with an audit entry.
 
     Without ``partial`` the fields not given are reset to their defaults (PUT, import);
     raises ``ProfileInvalid`` naming every field that is wrong."""
     from agentweb.runs import actions
+    from agentweb.runs.api_input import ChangeProfile, CreateProfile, ReplaceProfile
     from agentweb.runs.models import AgentProfile
 
-    values, errors = _typed(data)
-    if profile is None:
-        missing = [f for f in REQUIRED if not values.get(f)]
-        for f in missing:
-            errors[f] = "required"
-        profile = AgentProfile()
-    elif not partial:
-        for f in REQUIRED:
-            if f not in values:
-                errors[f] = "required"
+    body = CreateProfile if profile is None else ChangeProfile if partial else ReplaceProfile
+    values, errors = body.read(data)
     if errors:
         raise ProfileInvalid(errors)
+    if profile is None:
+        profile = AgentProfile()
     if not partial:
         for key, default in _defaults().items():
             setattr(profile, key, default)

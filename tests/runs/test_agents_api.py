@@ -216,3 +216,12 @@ def test_the_openapi_document_describes_the_agents_api(people) -> None:
     assert set(agent["properties"]) >= FIELDS
     events = doc["components"]["schemas"]["Event"]["properties"]["type"]["enum"]
     assert "completion_objected" in events
+
+
+def test_a_required_field_of_the_wrong_type_says_so(people) -> None:
+    response = send(bearer(people["admin"]), "post", "/api/agents", {"name": 5})
+    assert response.status_code == 422
+    assert response.json()["error"]["details"] == {
+        "name": "must be a string",
+        "system_prompt": "required",
+    }
