@@ -6,7 +6,15 @@ from typing import Any
 
 from django.http import HttpRequest, JsonResponse
 
-from agentweb.runs.api_input import DecideApproval, StartRun, request_schema
+from agentweb.runs.api_input import (
+    ChangeProfile,
+    CreateProfile,
+    DecideApproval,
+    Input,
+    ReplaceProfile,
+    StartRun,
+    request_schema,
+)
 from agentweb.runs.models import Approval, Run
 
 
@@ -33,6 +41,24 @@ _ERRORS = {
 
 def _errors(*codes: str) -> dict[str, Any]:
     return {c: _ERRORS[c] for c in codes}
+
+
+def _body(model: type[Input]) -> dict[str, Any]:
+    """A request body: the JSON schema of the pydantic model its endpoint parses it with."""
+    return {"required": True, "content": {"application/json": {"schema": request_schema(model)}}}
+
+
+def _agent() -> dict[str, Any]:
+    """A profile as GET shows it: the fields a new one takes, and when it last changed."""
+    schema = request_schema(CreateProfile)
+    schema.pop("additionalProperties", None)
+    schema["description"] = "An agent profile; only name and system_prompt are required"
+    schema["properties"]["updated_at"] = {
+        "type": ["string", "null"],
+        "format": "date-time",
+        "readOnly": True,
+    }
+    return schema
 
 
 _ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}
@@ -128,26 +154,7 @@ SCHEMAS: dict[str, Any] = {
             },
         },
     },
-    "Agent": {
-        "type": "object",
-        "required": ["name", "system_prompt"],
-        "description": "An agent profile; only name and system_prompt are required",
-        "properties": {
-            "name": {"type": "string", "pattern": "^[-a-zA-Z0-9_]+$"},
-            "description": {"type": "string"},
-            "system_prompt": {"type": "string"},
-            "model": {"type": ["string", "null"], "description": "null: AGENTWEB_MODEL"},
-            "allowed_tools": {"type": "array", "items": {"type": "string"}},
-            "tool_selection": {"oneOf": [{"const": "all"}, {"type": "integer", "minimum": 1}]},
-            "validator": {"type": ["string", "null"], "description": "dotted path or null"},
-            "approval_policies": {"type": "object"},
-            "risk_overrides": {"type": "object"},
-            "max_iterations": {"type": "integer"},
-            "context_budget_tokens": {"type": "integer"},
-            "delegates": {"type": "array", "items": {"type": "string"}},
-            "vision": {"type": "boolean"},
-        },
-    },
+    "Agent": _agent(),
     "Event": {
         "type": "object",
         "required": ["seq", "type", "at", "data"],
@@ -253,10 +260,7 @@ PATHS: dict[str, Any] = {
         },
         "post": {
             "summary": "Start a run",
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": request_schema(StartRun)}},
-            },
+            "requestBody": _body(StartRun),
             "responses": {
                 "201": _json(_ref("Run"), "Created"),
                 # 409 ticket_busy: the ticket has an active run, named by "active_run"
@@ -326,10 +330,7 @@ PATHS: dict[str, Any] = {
         },
         "post": {
             "summary": "Create an agent profile (admins); 422 names each invalid field",
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": _ref("Agent")}},
-            },
+            "requestBody": _body(CreateProfile),
             "responses": {
                 "201": _json(_ref("Agent"), "Created"),
                 **_errors("400", "401", "403", "409", "422"),
@@ -346,7 +347,7 @@ PATHS: dict[str, Any] = {
         },
         "put": {
             "summary": "Replace an agent profile (admins); fields left out take their defaults",
-            "requestBody": {"content": {"application/json": {"schema": _ref("Agent")}}},
+            "requestBody": _body(ReplaceProfile),
             "responses": {
                 "200": _json(_ref("Agent")),
                 **_errors("400", "401", "403", "404", "422"),
@@ -354,7 +355,7 @@ PATHS: dict[str, Any] = {
         },
         "patch": {
             "summary": "Change the given fields of an agent profile (admins)",
-            "requestBody": {"content": {"application/json": {"schema": {"type": "object"}}}},
+            "requestBody": _body(ChangeProfile),
             "responses": {
                 "200": _json(_ref("Agent")),
                 **_errors("400", "401", "403", "404", "422"),
@@ -390,10 +391,7 @@ PATHS: dict[str, Any] = {
         "post": {
             "summary": "Approve (optionally with edited arguments) or reject a pending call",
             "parameters": [_ID],
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": request_schema(DecideApproval)}},
-            },
+            "requestBody": _body(DecideApproval),
             "responses": {
                 "200": _json(_ref("Approval")),
                 **_errors("400", "401", "403", "404", "409", "422"),

@@ -218,6 +218,46 @@ def test_the_openapi_document_describes_the_agents_api(people) -> None:
     assert "completion_objected" in events
 
 
+def test_the_documented_profile_bodies_are_what_the_endpoints_refuse(people) -> None:
+    """Each profile body's schema says which fields are required and that unknown ones are
+    refused; a body with nothing in it, or with an unknown field, is refused exactly so."""
+    client = bearer(people["admin"])
+    send(client, "post", "/api/agents", {"name": "doc", "system_prompt": "p"})
+    paths = client.get("/api/openapi.json").json()["paths"]
+    for method, path in [
+        ("post", "/api/agents"),
+        ("put", "/api/agents/{name}"),
+        ("patch", "/api/agents/{name}"),
+    ]:
+        schema = paths[path][method]["requestBody"]["content"]["application/json"]["schema"]
+        url = path.replace("{name}", "doc")
+        empty = send(client, method, url, {})
+        if schema.get("required"):
+            assert empty.status_code == 422, method
+            assert set(empty.json()["error"]["details"]) == set(schema["required"]), method
+        else:
+            assert empty.status_code == 200, method
+        assert schema["additionalProperties"] is False
+        name = "fresh" if method == "post" else "doc"
+        unknown = send(client, method, url, {"name": name, "system_prompt": "p", "colour": 1})
+        assert unknown.status_code == 422
+        assert "colour" in unknown.json()["error"]["details"]["__all__"]
+
+
+def test_a_new_profile_has_the_documented_defaults(people) -> None:
+    client = bearer(people["admin"])
+    made = send(client, "post", "/api/agents", {"name": "plain", "system_prompt": "p"}).json()
+    doc = client.get("/api/openapi.json").json()
+    body = doc["paths"]["/api/agents"]["post"]["requestBody"]["content"]["application/json"]
+    defaults = {
+        name: spec["default"]
+        for name, spec in body["schema"]["properties"].items()
+        if "default" in spec
+    }
+    assert set(defaults) == FIELDS - {"name", "system_prompt"} | {"vision"}
+    assert {name: made[name] for name in defaults} == defaults
+
+
 def test_a_required_field_of_the_wrong_type_says_so(people) -> None:
     response = send(bearer(people["admin"]), "post", "/api/agents", {"name": 5})
     assert response.status_code == 422

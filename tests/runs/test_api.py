@@ -307,3 +307,43 @@ def test_issue_token_prints_a_working_token(people, capsys) -> None:
     token = capsys.readouterr().out.strip().splitlines()[-1]
     response = Client(HTTP_AUTHORIZATION=f"Bearer {token}").get("/api/approvals")
     assert response.status_code == 200
+
+
+def test_every_request_body_in_the_document_is_the_model_its_endpoint_parses_with(people) -> None:
+    from agentweb.runs import api_input
+
+    parsers = {
+        ("/api/runs", "post"): api_input.StartRun,
+        ("/api/approvals/{id}/decide", "post"): api_input.DecideApproval,
+        ("/api/agents", "post"): api_input.CreateProfile,
+        ("/api/agents/{name}", "put"): api_input.ReplaceProfile,
+        ("/api/agents/{name}", "patch"): api_input.ChangeProfile,
+    }
+    doc = Client().get("/api/openapi.json").json()
+    bodies = {
+        (path, method): spec["requestBody"]
+        for path, item in doc["paths"].items()
+        for method, spec in item.items()
+        if isinstance(spec, dict) and "requestBody" in spec
+    }
+    assert set(bodies) == set(parsers)
+    for where, model in parsers.items():
+        schema = bodies[where]["content"]["application/json"]["schema"]
+        assert schema == api_input.request_schema(model), where
+        assert schema == _untitled(model.model_json_schema()), where
+    # every write that takes a body documents it (cancel takes none)
+    writes = {
+        (path, method)
+        for path, item in doc["paths"].items()
+        for method in item
+        if method in ("post", "put", "patch") and not path.endswith("/cancel")
+    }
+    assert writes == set(parsers)
+
+
+def _untitled(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _untitled(v) for k, v in value.items() if k != "title"}
+    if isinstance(value, list):
+        return [_untitled(v) for v in value]
+    return value
