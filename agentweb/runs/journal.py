@@ -5,22 +5,29 @@ runs, so a crash in the middle leaves a "started" row behind, and a resumed run 
 repeats a recorded execution. An idempotent tool (a read) may safely run again, so its
 row is written with the step that used its result, in the same transaction, which saves
 two round trips per read on the hot path.
+
+A call admitted by a ``sum_per`` total (``Admission``) is recorded in one transaction
+that first takes a PostgreSQL advisory lock per key (the tool and the group, e.g. one
+order), then re-counts the total and inserts the row: the lock is released when the row
+is committed, so every process counting that total sees the call from then on, and two
+runs that planned at the same time are admitted one after the other.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from agentweb.runs import actions
 from agentweb.runs.faults import crash_point
 from agentweb.runs.models import Run, ToolExecution
-from agentweb.runtime.journal import PriorExecution
+from agentweb.runtime.journal import Admission, Declined, PriorExecution
 from agentweb.runtime.tools import Tool
 
 
@@ -41,7 +48,16 @@ class DbJournal:
         found = self._tool_of(tool)
         return found is None or not found.idempotent or self._risk_of(tool) != "low"
 
-    def begin(self, call_id: str, tool: str, arguments: dict[str, Any]) -> PriorExecution | None:
+    def begin(
+        self,
+        call_id: str,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        admission: Admission | None = None,
+    ) -> PriorExecution | Declined | None:
+        if admission is not None:
+            return self._admit(call_id, tool, arguments, admission)
         if not self._durable_first(tool):
             with self._lock:
                 self._deferred[call_id] = ToolExecution(
@@ -59,15 +75,38 @@ class DbJournal:
                 )
             crash_point("tool_begun", [tool])
         except IntegrityError:
-            prior = ToolExecution.objects.get(run=self.run, call_id=call_id)
-            # "unknown" (a crash mid-call, not yet cleared by a person) reads as "started".
-            status = "started" if prior.status == ToolExecution.Status.UNKNOWN else prior.status
-            return PriorExecution(
-                status=status,  # type: ignore[arg-type]
-                result=prior.result,
-                error=prior.error or None,
-            )
+            return self._prior(call_id)
         return None
+
+    def _admit(
+        self, call_id: str, tool: str, arguments: dict[str, Any], admission: Admission
+    ) -> PriorExecution | Declined | None:
+        """Lock, re-count, record: one transaction, committed before the tool runs."""
+        try:
+            with transaction.atomic():
+                _lock(admission.keys)
+                if ToolExecution.objects.filter(run=self.run, call_id=call_id).exists():
+                    return self._prior(call_id)
+                reason = admission.check()
+                if reason is not None:
+                    return Declined(reason)
+                ToolExecution.objects.create(
+                    run=self.run, call_id=call_id, tool=tool, arguments=arguments
+                )
+            crash_point("tool_begun", [tool])
+        except IntegrityError:  # the same call recorded meanwhile (a lease taken over)
+            return self._prior(call_id)
+        return None
+
+    def _prior(self, call_id: str) -> PriorExecution:
+        prior = ToolExecution.objects.get(run=self.run, call_id=call_id)
+        # "unknown" (a crash mid-call, not yet cleared by a person) reads as "started".
+        status = "started" if prior.status == ToolExecution.Status.UNKNOWN else prior.status
+        return PriorExecution(
+            status=status,  # type: ignore[arg-type]
+            result=prior.result,
+            error=prior.error or None,
+        )
 
     def finish(
         self,
@@ -124,3 +163,23 @@ class DbJournal:
             rows, self._deferred = list(self._deferred.values()), {}
         if rows:
             ToolExecution.objects.bulk_create(rows, ignore_conflicts=True)
+
+
+#: The first half of every advisory lock key taken here: totals of calls, not other users
+#: of advisory locks in the same database.
+_TOTALS_LOCK_SPACE = 0x61770001  # "aw" 0001
+
+
+def _lock(keys: Iterable[str]) -> None:
+    """Transaction-level advisory locks on ``keys``, always taken in one order (sorted),
+    so two transactions that share keys queue instead of deadlocking. A hash collision
+    only makes two totals wait for each other."""
+    ids = sorted({_lock_id(key) for key in keys})
+    with connection.cursor() as cursor:
+        for lock_id in ids:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_TOTALS_LOCK_SPACE, lock_id])
+
+
+def _lock_id(key: str) -> int:
+    digest = hashlib.blake2b(key.encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big", signed=True)

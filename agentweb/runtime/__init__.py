@@ -14,7 +14,7 @@ from .gateway import (
     ToolSpec,
     model_from_config,
 )
-from .journal import ExecutionJournal, InMemoryJournal, PriorExecution
+from .journal import Admission, Declined, ExecutionJournal, InMemoryJournal, PriorExecution
 from .loop import Agent, AgentConfig
 from .messages import (
     AssistantMessage,
@@ -52,6 +52,7 @@ from .tools import (
 )
 
 __all__ = [
+    "Admission",
     "Agent",
     "AgentConfig",
     "AssistantMessage",
@@ -60,6 +61,7 @@ __all__ = [
     "ConfigError",
     "ContextHints",
     "Decision",
+    "Declined",
     "Event",
     "ExecutionJournal",
     "Failed",

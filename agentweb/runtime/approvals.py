@@ -159,6 +159,44 @@ class ApprovalGate:
             return Verdict(True, "high_risk", "high risk")
         return Verdict(False, "high_risk", f"{risk} risk: runs without approval")
 
+    def total_key(
+        self, tool: Tool, args: Mapping[str, Any], override: str | None
+    ) -> tuple[str, str] | None:
+        """The (tool, group) whose total decides this call, or None when no total does
+        (no ``sum_per`` rule applies, or the call has no group: a person decides)."""
+        rule = self._summed_rule(tool, override)
+        if rule is None or rule.sum_per is None:
+            return None
+        group = args.get(rule.sum_per)
+        if group is None or group == "":
+            return None
+        return (tool.name, group_key(group))
+
+    def recount(
+        self,
+        tool: Tool,
+        args: Mapping[str, Any],
+        override: str | None,
+        in_turn: dict[tuple[str, str], Decimal],
+    ) -> Verdict | None:
+        """The verdict of the call's ``sum_per`` rule on the totals as they are now (None
+        when no total decides it). The host calls it again when the call is recorded,
+        serialised with every other call on the same (tool, group): calls planned at the
+        same time in other runs could each have counted the other as zero."""
+        rule = self._summed_rule(tool, override)
+        if rule is None:
+            return None
+        return self._threshold(tool.name, rule, args, in_turn)
+
+    def _summed_rule(self, tool: Tool, override: str | None) -> Threshold | None:
+        """The ``sum_per`` rule ``verdict`` applies to ``tool``, if that is what decides."""
+        policy = self.policies.get(tool.name)
+        if policy is None and override != "high":
+            policy = tool.approval if isinstance(tool.approval, Threshold) else None
+        if isinstance(policy, Threshold) and policy.sum_per is not None:
+            return policy
+        return None
+
     def _threshold(
         self,
         name: str,

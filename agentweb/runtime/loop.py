@@ -29,7 +29,7 @@ from .events import Event
 from .execution import Invocation, ToolResult, format_for_model, run_tools
 from .gateway import Model, ModelCancelled, ModelError, ModelResponse, guarded_call
 from .images import MAX_IMAGE_BYTES, MAX_IMAGES_PER_RESULT, ImageStore, MemoryImageStore
-from .journal import ExecutionJournal, InMemoryJournal, PriorExecution
+from .journal import Admission, Declined, ExecutionJournal, InMemoryJournal, PriorExecution
 from .messages import (
     AssistantMessage,
     Attachment,
@@ -61,7 +61,7 @@ from .state import (
     StepResult,
     TurnCall,
 )
-from .tools import ToolArgumentError, ToolContext, ToolError, ToolRegistry
+from .tools import Tool, ToolArgumentError, ToolContext, ToolError, ToolRegistry
 
 __all__ = [
     "Agent",
@@ -549,14 +549,31 @@ class Agent:
         tool_context: ToolContext | Mapping[str, Any] | None,
         force: frozenset[str] = frozenset(),
     ) -> None:
-        """Run the queued calls of ``turn`` (concurrently), consulting the journal first."""
+        """Run the queued calls of ``turn`` (concurrently), consulting the journal first.
+
+        A call that no person approved and that runs because a total is below a limit is
+        counted again as the journal records it (``Admission``); when the total has grown
+        meanwhile (another run paid on the same group) it goes to a person instead."""
         runnable: list[tuple[TurnCall, Invocation]] = []
+        held: dict[tuple[str, str], Any] = {}  # sent to a person here, counted nowhere yet
         for item in turn:
             if item.state != "queued":
                 continue
             t = self.tools.get(item.name)
             assert t is not None
-            prior = self.journal.begin(item.call_id, t.name, item.arguments)
+            admission = None
+            if item.decision is None and item.call_id not in force:
+                admission = self._admission(t, item, held)
+            if admission is None:
+                prior = self.journal.begin(item.call_id, t.name, item.arguments)
+            else:
+                prior = self.journal.begin(
+                    item.call_id, t.name, item.arguments, admission=admission
+                )
+            if isinstance(prior, Declined):
+                item.state, item.reason, item.policy_reason = "awaiting", "policy", prior.reason
+                item.announced = False
+                continue
             if prior is not None and not (prior.status == "started" and item.call_id in force):
                 if prior.status == "started" and not t.idempotent:
                     item.state, item.reason = "awaiting", "unknown_outcome"
@@ -596,6 +613,31 @@ class Agent:
                 continue
             self.journal.finish(item.call_id, res.ok, res.result, res.error, res.duration_ms)
             self._record(item, res, events)
+
+    def _admission(
+        self, t: Tool, item: TurnCall, held: dict[tuple[str, str], Any]
+    ) -> Admission | None:
+        """The re-count of a call's ``sum_per`` total for the journal, if a total decides
+        it. Earlier calls of this turn that it sends to a person (``held``) still count
+        for later ones, as at planning; the ones it admitted are in the host's rows."""
+        override = self.config.risk_overrides.get(t.name)
+        key = self.gate.total_key(t, item.arguments, override)
+        if key is None:
+            return None
+
+        def check() -> str | None:
+            counted = dict(held)
+            verdict = self.gate.recount(t, item.arguments, override, counted)
+            if verdict is None:
+                return None
+            if verdict.person:
+                if key in counted:
+                    held[key] = counted[key]
+                return verdict.reason
+            item.policy_reason = verdict.reason  # the total as the call was recorded
+            return None
+
+        return Admission(keys=(json.dumps(key),), check=check)
 
     def _record(
         self, item: TurnCall, res: ToolResult, events: list[Event], reused: bool = False
