@@ -7,6 +7,7 @@ import json
 from typing import Any, TypedDict
 
 from django.conf import settings
+from django.contrib.postgres.indexes import GinIndex, OpClass
 from django.core.exceptions import ValidationError
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
@@ -326,6 +327,19 @@ class RunImage(models.Model):
         return f"run {self.run_id} image {self.sha256[:12]}"
 
 
+class GroupKeys(models.Func):
+    """``runs_group_keys(arguments)``, an SQL function (migration 0008): each top-level
+    argument's value as ``runtime.approvals.group_key`` writes it when that is exact in
+    SQL (a string of at most 200 ASCII characters: trimmed of whitespace, A-Z in lower
+    case), ``"*"`` for any other value (not a string, longer, or non-ASCII, which Python's
+    case folding may still match to an ASCII one). GIN-indexed: the rows of a ``sum_per``
+    total are ``keys @> {arg: key}`` or ``keys @> {arg: "*"}``, found without reading every
+    row of the tool; ``group_key`` in Python has the last word on each."""
+
+    function = "runs_group_keys"
+    output_field = models.JSONField()
+
+
 class ToolExecution(models.Model):
     class Status(models.TextChoices):
         STARTED = "started"
@@ -347,6 +361,12 @@ class ToolExecution(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(fields=["run", "call_id"], name="toolexecution_call_unique")
+        ]
+        indexes = [
+            GinIndex(
+                OpClass(GroupKeys("arguments"), name="jsonb_path_ops"),
+                name="toolexecution_group_keys",
+            )
         ]
 
     def __str__(self) -> str:
@@ -385,7 +405,20 @@ class Approval(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["run", "call_id"], name="approval_call_unique")
         ]
-        indexes = [models.Index(fields=["status", "requested_at"])]
+        indexes = [
+            models.Index(fields=["status", "requested_at"]),
+            # what sum_per totals count: pending and approved calls, as asked or as edited
+            GinIndex(
+                OpClass(GroupKeys("arguments"), name="jsonb_path_ops"),
+                name="approval_arguments_keys",
+                condition=models.Q(status__in=["pending", "approved"]),
+            ),
+            GinIndex(
+                OpClass(GroupKeys("edited_arguments"), name="jsonb_path_ops"),
+                name="approval_edited_arguments_keys",
+                condition=models.Q(status__in=["pending", "approved"]),
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.tool} for run {self.run_id} ({self.status})"

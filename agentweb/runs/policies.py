@@ -11,8 +11,9 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.conf import settings
+from django.db.models import Q
 
-from agentweb.runs.models import Approval, ToolExecution
+from agentweb.runs.models import Approval, GroupKeys, ToolExecution
 from agentweb.runtime.approvals import Threshold, group_key, parse_policy
 
 #: Executions that count: done, or possibly done (a crash mid-call).
@@ -37,28 +38,44 @@ def prior_total(tool: str, argument: str, sum_per: str, value: Any) -> float:
     pending or approved that have not run yet. Failed, rejected, expired and cancelled
     calls do not count."""
     # "A1006", "a1006" and " A1006 " are one order to a tool that normalises its ids, so
-    # they are one group here too: narrowed in SQL, compared normalised in Python.
+    # they are one group here too: narrowed in SQL through the indexed GroupKeys (the
+    # group's key, or "*" for values SQL cannot normalise), compared in Python.
     wanted = group_key(value)
-    near = {f"arguments__{sum_per}__icontains": str(value).strip()}
     total = Decimal(0)
     seen: set[tuple[int, str]] = set()
-    for run_id, call_id, status, arguments in ToolExecution.objects.filter(
-        tool=tool, **near
-    ).values_list("run_id", "call_id", "status", "arguments"):
+    executions = (
+        ToolExecution.objects.alias(keys=GroupKeys("arguments"))
+        .filter(_near("keys", sum_per, wanted), tool=tool)
+        .order_by()
+    )
+    for run_id, call_id, status, arguments in executions.values_list(
+        "run_id", "call_id", "status", "arguments"
+    ):
         if group_key((arguments or {}).get(sum_per)) != wanted:
             continue
         seen.add((run_id, call_id))
         if status in _COUNTED:
             total += _amount(arguments, argument)
-    for run_id, call_id, arguments, edited in Approval.objects.filter(
-        tool=tool,
-        status__in=[Approval.Status.PENDING, Approval.Status.APPROVED],
-        **near,
-    ).values_list("run_id", "call_id", "arguments", "edited_arguments"):
+    approvals = (
+        Approval.objects.alias(asked=GroupKeys("arguments"), edited=GroupKeys("edited_arguments"))
+        .filter(tool=tool, status__in=[Approval.Status.PENDING, Approval.Status.APPROVED])
+        .filter(_near("asked", sum_per, wanted) | _near("edited", sum_per, wanted))
+        .order_by()
+    )
+    for run_id, call_id, arguments, edited in approvals.values_list(
+        "run_id", "call_id", "arguments", "edited_arguments"
+    ):
         final = edited or arguments
         if (run_id, call_id) not in seen and group_key((final or {}).get(sum_per)) == wanted:
             total += _amount(final, argument)
     return float(total)
+
+
+def _near(keys: str, sum_per: str, wanted: str) -> Q:
+    """Rows whose ``sum_per`` value may be in the group ``wanted`` (see ``GroupKeys``)."""
+    return Q(**{f"{keys}__contains": {sum_per: wanted}}) | Q(
+        **{f"{keys}__contains": {sum_per: "*"}}
+    )
 
 
 def policy_errors(policies: Any, risk_of: Any = None) -> str | None:

@@ -115,6 +115,60 @@ def test_other_orders_and_failed_calls_do_not_count(people, scripted, enqueued, 
     assert not Approval.objects.filter(run=run).exists()
 
 
+# Spellings of one group to group_key, and ones it keeps apart; the indexed SQL narrowing
+# (models.GroupKeys) must find every row group_key joins, whatever the spelling.
+SPELLINGS: list[Any] = [
+    "A1",
+    " a1 ",
+    "\tA1\x1c\n",
+    "A10",
+    "STRASSE-1",
+    "Straße-1",  # casefolds to strasse-1: SQL leaves it to Python ("*")
+    "\u212a9",  # KELVIN SIGN: casefolds to k9
+    "k9",
+    7,
+    "7",
+    "x" * 250,
+    "X" * 250,
+]
+
+
+def test_totals_find_every_spelling_of_a_group(people, enqueued, sample_registry) -> None:
+    from agentweb.runs.models import ToolExecution
+    from agentweb.runs.policies import prior_total
+    from agentweb.runtime.approvals import group_key
+
+    run = start(people)
+    for i, spelling in enumerate(SPELLINGS):
+        ToolExecution.objects.create(
+            run=run,
+            call_id=f"c{i}",
+            tool="pay_out",
+            arguments={"order_id": spelling, "amount": 1},
+            status="succeeded",
+        )
+    for wanted in SPELLINGS:
+        same = sum(group_key(s) == group_key(wanted) for s in SPELLINGS)
+        assert prior_total("pay_out", "amount", "order_id", wanted) == same, wanted
+    assert prior_total("pay_out", "amount", "order_id", "a1") == 2 + 1  # A1, " a1 ", tabbed
+
+
+def test_a_pending_call_counts_on_the_order_a_person_edited_it_to(
+    people, scripted, enqueued, summed
+) -> None:
+    from agentweb.runs.policies import prior_total
+
+    scripted.enqueue(call("pay_out", order_id="A2", amount=30), "Asked.")
+    run = start(people)
+    assert engine.execute_run(run.pk) == Run.Status.WAITING_APPROVAL
+    [asked] = pending(run)
+    Approval.objects.filter(pk=asked.pk).update(
+        status="approved", edited_arguments={"order_id": "A1", "amount": 30}
+    )
+    assert prior_total("pay_out", "amount", "order_id", "A1") == 30
+    assert prior_total("pay_out", "amount", "order_id", "A2") == 0
+
+
 def test_a_medium_risk_call_says_no_person_was_needed(people, scripted, enqueued) -> None:
     scripted.enqueue(call("note", customer_id="C1", text="x"), call("lookup", order_id="A1"), "ok")
     run = start(people)
