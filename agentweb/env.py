@@ -98,6 +98,34 @@ def database_from_url(url: str, name: str = "DATABASE_URL") -> dict[str, object]
     }
 
 
+def database_pool(
+    size: int, conn_max_age: int, *, installed: bool | None = None
+) -> dict[str, object] | None:
+    """Options of Django's psycopg pool holding at most ``size`` connections per process,
+    or None for no pool: ``size`` 0, connections kept per thread (``conn_max_age`` > 0,
+    which Django does not combine with a pool), or psycopg_pool not installed (warned)."""
+    if size <= 0 or conn_max_age > 0:
+        return None
+    if installed is None:
+        import importlib.util
+
+        installed = importlib.util.find_spec("psycopg_pool") is not None
+    if not installed:
+        import warnings
+
+        warnings.warn(
+            "psycopg_pool is not installed (pip install -r requirements.txt): no connection "
+            "pool, each request, task and tool call opens a PostgreSQL connection of its own",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return None
+    # min_size 0: an idle process holds no connection; a thread waits at most `timeout`
+    # seconds for one (then OperationalError: 503 on the API), an idle one closes after
+    # `max_idle` seconds.
+    return {"min_size": 0, "max_size": size, "timeout": 10.0, "max_idle": 60.0}
+
+
 def check_redis_url(url: str, name: str = "REDIS_URL") -> str:
     scheme = urlsplit(url).scheme
     if scheme not in {"redis", "rediss", "unix", "redis+socket"}:

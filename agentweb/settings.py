@@ -11,6 +11,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from agentweb.env import (
     database_from_url,
+    database_pool,
     env_bool,
     env_int,
     env_list,
@@ -107,12 +108,20 @@ if not _database_url:
         "`make test`, which start an embedded PostgreSQL when it is unset"
     )
 DATABASES = {"default": database_from_url(_database_url)}
-# No persistent connections by default: under ASGI every request may run in another
+# No connection kept per thread by default: under ASGI every request may run in another
 # thread, and a connection kept per thread is never reused nor closed (Django's docs say
 # to disable them under ASGI); 24 polling clients ran PostgreSQL out of connections.
-# Each request, task step and tool call opens one and closes it when done.
-DATABASES["default"]["CONN_MAX_AGE"] = env_int("DB_CONN_MAX_AGE", 0, minimum=0)
+# Instead each process has a pool of at most DB_POOL_SIZE connections: a request, task
+# step or tool call borrows one and gives it back when done (opening a connection cost a
+# tool call more than its queries). DB_POOL_SIZE=0: each opens its own and closes it.
+_conn_max_age = env_int("DB_CONN_MAX_AGE", 0, minimum=0)
+DATABASES["default"]["CONN_MAX_AGE"] = _conn_max_age
 DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+_pool = database_pool(env_int("DB_POOL_SIZE", 10, minimum=0), _conn_max_age)
+if _pool is not None:
+    _options = DATABASES["default"]["OPTIONS"]
+    assert isinstance(_options, dict)
+    _options["pool"] = _pool
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: Celery broker and the channel layer.

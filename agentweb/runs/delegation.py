@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ParamSpec, TypeVar
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -31,6 +31,8 @@ from agentweb.runtime.state import NeedsSubtasks
 from agentweb.runtime.tools import Suspend, Tool, ToolContext, ToolError
 
 log = logging.getLogger(__name__)
+P = ParamSpec("P")
+R = TypeVar("R")
 
 DELEGATE = "delegate_task"
 WAIT = "wait_for_tasks"
@@ -48,10 +50,21 @@ class DelegationError(ToolError):
 # --- the built-in tools -----------------------------------------------------------------
 
 
-def _fresh_db() -> None:
-    # Tools run in long-lived pool threads that keep their connection between calls.
-    if not connection.in_atomic_block:
-        connection.close_if_unusable_or_obsolete()
+def _fresh_db(fn: Callable[P, R]) -> Callable[P, R]:
+    """Tools run in long-lived pool threads: drop a broken or old connection before the
+    call, and after it hand it back (to the pool, or closed with CONN_MAX_AGE 0)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        if not connection.in_atomic_block:
+            connection.close_if_unusable_or_obsolete()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if not connection.in_atomic_block:
+                connection.close_if_unusable_or_obsolete()
+
+    return wrapper
 
 
 def _run_id(ctx: ToolContext) -> int:
@@ -67,6 +80,7 @@ _DELEGATE_SUMMARY = (
 )
 
 
+@_fresh_db
 def _delegate_task(agent: str, task: str, ctx: ToolContext) -> dict[str, int]:
     """Hand one piece of work to a specialist agent.
 
@@ -74,11 +88,11 @@ def _delegate_task(agent: str, task: str, ctx: ToolContext) -> dict[str, int]:
         agent: The specialist's profile name (one of those listed in this description).
         task: The work to do, complete and self-contained.
     """
-    _fresh_db()
     child = create_child(_run_id(ctx), agent, task, ctx.call_id)
     return {"task_id": child.pk}
 
 
+@_fresh_db
 def _wait_for_tasks(task_ids: list[int], ctx: ToolContext) -> list[ev.SubtaskFinishedData]:
     """Wait until the given delegated tasks have ended and return one result per task:
     its status ("succeeded" or "failed") and its result or error.
@@ -86,7 +100,6 @@ def _wait_for_tasks(task_ids: list[int], ctx: ToolContext) -> list[ev.SubtaskFin
     Args:
         task_ids: The task_id values returned by delegate_task.
     """
-    _fresh_db()
     ids = list(dict.fromkeys(task_ids))
     if not ids:
         raise DelegationError("task_ids is empty: pass the task_id values from delegate_task")

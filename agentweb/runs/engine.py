@@ -26,6 +26,7 @@ from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from agentweb import dbpool
 from agentweb.observability import steps as observe
 from agentweb.runs import actions, delegation, publish
 from agentweb.runs.agents import build_agent, registry, run_context
@@ -124,6 +125,7 @@ class _LeaseKeeper:
         interval = max(0.5, settings.AGENTWEB_LEASE_SECONDS / 3)
         next_renewal = time.monotonic() + interval
         while True:
+            dbpool.give_back()  # the pool may lend it while this thread sleeps
             time.sleep(CANCEL_POLL_SECONDS)
             with self._lock:
                 held = dict(self._held)
@@ -246,6 +248,7 @@ def _drive(run_id: int, owner: str, held: _Held) -> str:
         if run.cancel_requested:  # read under the row lock by the previous _persist
             return _persist(run, owner, state, [], Cancelled(), journal)
         deltas = _DeltaPublisher(run.pk) if agent.config.stream else None
+        dbpool.give_back()  # the step waits on the model or on tool calls
         step = agent.step(state, on_delta=deltas, tool_context=context, cancel=held.cancel.is_set)
         observe.step_finished()  # the end of the step's spans
         outcome = step.outcome

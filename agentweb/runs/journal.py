@@ -24,6 +24,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from agentweb import dbpool
 from agentweb.runs import actions
 from agentweb.runs.faults import crash_point
 from agentweb.runs.models import Run, ToolExecution
@@ -74,6 +75,7 @@ class DbJournal:
                     run=self.run, call_id=call_id, tool=tool, arguments=arguments
                 )
             crash_point("tool_begun", [tool])
+            dbpool.give_back()  # the caller now waits on the tool call
         except IntegrityError:
             return self._prior(call_id)
         return None

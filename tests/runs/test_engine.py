@@ -61,6 +61,32 @@ def test_it_runs_to_the_end_storing_every_step(people, scripted, enqueued) -> No
     scripted.assert_complete()
 
 
+def test_the_runs_thread_gives_its_pooled_connection_back_while_tools_run(
+    people, scripted, enqueued, monkeypatch
+) -> None:
+    """With the pool (DB_POOL_SIZE) a run's thread holds none of the process's few
+    connections while it waits on its tool calls (they may need them); without a pool it
+    keeps its own, as before."""
+    from django.db import connections
+
+    from agentweb import dbpool
+    from agentweb.runtime import execution
+
+    runs_connection = connections["default"]  # this thread's: execute_run runs here
+    held: list[bool] = []
+    invoke = execution._invoke
+
+    def watched(inv: Any) -> Any:
+        held.append(runs_connection.connection is not None)
+        return invoke(inv)
+
+    monkeypatch.setattr(execution, "_invoke", watched)
+    scripted.enqueue(call("lookup", order_id="A1"), "Order A1 was delivered.")
+    run = start(people)
+    assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
+    assert held == [not dbpool.pooled()]
+
+
 def test_it_does_not_run_a_run_twice(people, scripted, enqueued) -> None:
     scripted.enqueue("Done.")
     run = start(people)

@@ -1,0 +1,24 @@
+"""Giving a pooled database connection back while a thread waits on something else.
+
+With the pool (``DB_POOL_SIZE``) a run's thread that held its connection through model
+calls and tool calls would keep one of the process's few connections idle, and enough
+such threads would leave none for the tool calls they wait for. So a thread gives its
+connection back before it waits, and borrows one again (from the pool: no new
+PostgreSQL connection) when it next queries. Without a pool this does nothing: the
+thread keeps its connection, as Django does.
+"""
+
+from __future__ import annotations
+
+from django.db import connection
+
+
+def pooled() -> bool:
+    """Whether this process's connections come from a pool."""
+    return getattr(connection, "pool", None) is not None
+
+
+def give_back() -> None:
+    """Return this thread's connection to the pool, unless inside a transaction."""
+    if connection.connection is not None and not connection.in_atomic_block and pooled():
+        connection.close()
