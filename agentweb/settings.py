@@ -169,6 +169,10 @@ if not AGENTWEB_TOOLS:
     raise ImproperlyConfigured("AGENTWEB_TOOLS must name at least one module")
 AGENTWEB_PRICES = parse_prices(env_str("AGENTWEB_PRICES"))
 AGENTWEB_LEASE_SECONDS = env_int("AGENTWEB_LEASE_SECONDS", 30, minimum=2)
+# A step in the middle of a run is committed without waiting for PostgreSQL's disk flush
+# (synchronous_commit off: lost only if PostgreSQL itself crashes, then redone from the
+# last flushed step); a run's end or pause, and anything else, waits. 1: every step waits.
+AGENTWEB_SYNC_STEPS = env_bool("AGENTWEB_SYNC_STEPS", False)
 AGENTWEB_APPROVAL_TTL_HOURS = env_int("AGENTWEB_APPROVAL_TTL_HOURS", 24, minimum=1)
 # tools.workbench (optional): run workspaces, their retention, the address guard's
 # exceptions. The tools read the same variables per call; they are checked here so a bad

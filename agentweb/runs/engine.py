@@ -21,7 +21,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections, transaction
+from django.db import close_old_connections, connection, transaction
 from django.db.models import F, Q
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -386,6 +386,8 @@ def _persist(
                 str(data.get("model") or run.model), data.get("tokens") or {}
             )
     with transaction.atomic():
+        if outcome is None and not settings.AGENTWEB_SYNC_STEPS:
+            _without_flush_wait()
         locked = (
             Run.objects.select_for_update()
             .only("status", "lease_owner", "last_seq", "cancel_requested", "usage")
@@ -440,6 +442,19 @@ def _persist(
             [e["data"].get("tool", "") for e in events if e["type"] == "tool_call_finished"],
         )
         return run.status
+
+
+def _without_flush_wait() -> None:
+    """This transaction's commit does not wait for the WAL to reach the disk.
+
+    For a step in the middle of a run: a worker that dies loses nothing by it (the commit
+    is done in PostgreSQL), only a crash of PostgreSQL itself may lose the last such steps
+    (under a second), and the run is then redone from the last step on disk, as after a
+    worker's crash. Tool side effects stay exactly-once: a non-idempotent call's journal
+    row commits in a transaction of its own that waits for the flush, which also flushes
+    every earlier step. Endings, pauses and everything outside the step loop still wait."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL synchronous_commit = off")
 
 
 def _open_approvals(run: Run, outcome: NeedsApproval, events: list[dict[str, Any]]) -> None:

@@ -87,6 +87,34 @@ def test_the_runs_thread_gives_its_pooled_connection_back_while_tools_run(
     assert held == [not dbpool.pooled()]
 
 
+@pytest.mark.parametrize("sync_steps", [False, True])
+def test_only_a_runs_end_waits_for_the_disk_flush_unless_every_step_must(
+    people, scripted, enqueued, monkeypatch, settings, sync_steps
+) -> None:
+    from django.db import connection
+
+    settings.AGENTWEB_SYNC_STEPS = sync_steps
+    seen: list[tuple[str, str]] = []
+    append = actions.append_events
+
+    def watched(run: Run, events: Any, **kwargs: Any) -> Any:
+        events = list(events)
+        with connection.cursor() as cursor:  # inside the step's transaction
+            cursor.execute("SHOW synchronous_commit")
+            seen.append((events[-1]["type"], cursor.fetchone()[0]))
+        return append(run, events, **kwargs)
+
+    monkeypatch.setattr(actions, "append_events", watched)
+    scripted.enqueue(call("lookup", order_id="A1"), "Order A1 was delivered.")
+    assert engine.execute_run(start(people).pk) == Run.Status.SUCCEEDED
+    middle = "on" if sync_steps else "off"
+    assert seen == [
+        ("model_called", middle),  # the reply with its planned call
+        ("tool_call_finished", middle),
+        ("run_finished", "on"),
+    ]
+
+
 def test_it_does_not_run_a_run_twice(people, scripted, enqueued) -> None:
     scripted.enqueue("Done.")
     run = start(people)
