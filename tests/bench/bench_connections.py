@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -33,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 import psycopg  # noqa: E402
 
-from tests.bench.bench_stack import bench_database  # noqa: E402
+from tests.bench.stack_setup import seeded_django, stack_env, tokens  # noqa: E402
 from tests.fakes.llm_server import FakeLLMServer, Recorded, Reply, oa_call, oa_reply  # noqa: E402
 
 BAR_CONNECTIONS = 40
@@ -86,36 +85,12 @@ def main() -> int:
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
 
-    env = dict(os.environ)
-    database_url = bench_database(os.environ["DATABASE_URL"], "_conns")
-    database = database_url.rsplit("/", 1)[-1].split("?")[0]
-    env.update(
-        DATABASE_URL=database_url,
-        DEBUG="1",
-        AGENTWEB_TOOLS="tests.runs.sample_tools",
-        AGENTWEB_STREAM="0",
-        AGENTWEB_MODEL="openai:bench",
-        OPENAI_API_KEY="bench",
-        AGENTWEB_DEMO_PASSWORD="bench-password",
-        AGENTWEB_QUEUE=env.get("AGENTWEB_QUEUE", "celery") + "_conns",
-        LOG_LEVEL="WARNING",
-    )
-    os.environ.update(env)
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentweb.settings")
-    django.setup()
-    from django.contrib.auth import get_user_model
-    from django.core.management import call_command
+    env = stack_env("_conns")
+    database = env["DATABASE_URL"].rsplit("/", 1)[-1].split("?")[0]
+    seeded_django()
     from django.db import connections
 
-    call_command("migrate", "--noinput", verbosity=0)
-    call_command("seed_demo", stdout=open(os.devnull, "w"))  # noqa: SIM115
-    from agentweb.accounts.models import ApiToken
-
-    users = get_user_model().objects
-    operator = ApiToken.issue(users.get(username="operator"))
-    approver = ApiToken.issue(users.get(username="approver"))
+    operator, approver = tokens("operator", "approver")
     connections.close_all()  # this process's own connection is not the stack's
     from tests.conftest import start_beat, start_web, start_worker
 
@@ -133,7 +108,7 @@ def main() -> int:
         procs.append(web)
         procs.append(start_worker(env, tmp, "conns", concurrency=args.threads))
         procs.append(start_beat(env, tmp))
-        sampler = Sampler(database_url, database)
+        sampler = Sampler(env["DATABASE_URL"], database)
         sampler.start()
         idle = sampler.samples[-1:] or [0]
         time.sleep(1)

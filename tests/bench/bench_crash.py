@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import socket
 import statistics
@@ -41,7 +40,8 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 import psycopg  # noqa: E402
 
-from tests.bench.bench_stack import bench_database, pct  # noqa: E402
+from tests.bench.bench_stack import pct  # noqa: E402
+from tests.bench.stack_setup import seeded_django, stack_env, tokens  # noqa: E402
 from tests.fakes.llm_server import FakeLLMServer, Recorded, Reply, oa_call, oa_reply  # noqa: E402
 
 WRITES = 2
@@ -133,36 +133,11 @@ def main() -> int:
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
 
-    env = dict(os.environ)
-    env.update(
-        DATABASE_URL=bench_database(os.environ["DATABASE_URL"], "_crash"),
-        DEBUG="1",
-        AGENTWEB_TOOLS="tools.ticket",
-        AGENTWEB_STREAM="0",
-        AGENTWEB_MODEL="openai:bench",
-        OPENAI_API_KEY="bench",
-        AGENTWEB_DEMO_PASSWORD="bench-password",
-        AGENTWEB_LEASE_SECONDS=str(args.lease),
-        AGENTWEB_QUEUE=f"crash-bench-{os.getpid()}",
-        LOG_LEVEL="WARNING",
-    )
-    os.environ.update(env)
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentweb.settings")
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", "--noinput", verbosity=0)
-    call_command("seed_demo", stdout=open(os.devnull, "w"))  # noqa: SIM115
-    from django.contrib.auth import get_user_model
-
-    from agentweb.accounts.models import ApiToken
+    env = stack_env("_crash", tools="tools.ticket", AGENTWEB_LEASE_SECONDS=str(args.lease))
+    seeded_django()
     from agentweb.shop.models import Customer
 
-    users = get_user_model().objects
-    operator = ApiToken.issue(users.get(username="operator"))
-    approver = ApiToken.issue(users.get(username="approver"))
+    operator, approver = tokens("operator", "approver")
     customer = Customer.objects.order_by("code").values_list("code", flat=True).first()
     assert customer, "seed_demo made no customer"
     from tests.conftest import start_beat, start_web

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import sys
 import tempfile
@@ -29,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 import psycopg  # noqa: E402
 
-from tests.bench.bench_stack import bench_database  # noqa: E402
+from tests.bench.stack_setup import seeded_django, stack_env, tokens  # noqa: E402
 from tests.fakes.llm_server import FakeLLMServer, Recorded, Reply, oa_call, oa_reply  # noqa: E402
 
 CHILDREN = 5
@@ -68,32 +67,11 @@ def main() -> int:
     parser.add_argument("--json", metavar="PATH")
     args = parser.parse_args()
 
-    env = dict(os.environ)
-    env.update(
-        DATABASE_URL=bench_database(os.environ["DATABASE_URL"], "_bench_delegation"),
-        DEBUG="1",
-        AGENTWEB_TOOLS="tests.runs.sample_tools",
-        AGENTWEB_STREAM="0",
-        AGENTWEB_MODEL="openai:bench",
-        OPENAI_API_KEY="bench",
-        AGENTWEB_DEMO_PASSWORD="bench-password",
-        AGENTWEB_QUEUE=f"bench-delegation-{os.getpid()}",
-        LOG_LEVEL="WARNING",
-    )
-    os.environ.update(env)
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentweb.settings")
-    django.setup()
-    from django.contrib.auth import get_user_model
-    from django.core.management import call_command
-
-    from agentweb.accounts.models import ApiToken
+    env = stack_env("_bench_delegation")
+    seeded_django()
     from agentweb.runs.models import AgentProfile
     from tests.conftest import start_web, start_worker
 
-    call_command("migrate", "--noinput", verbosity=0)
-    call_command("seed_demo", stdout=open(os.devnull, "w"))  # noqa: SIM115
     AgentProfile.objects.create(
         name="specialist", system_prompt="You are a specialist.", allowed_tools=["lookup"]
     )
@@ -103,7 +81,7 @@ def main() -> int:
         allowed_tools=["lookup"],
         delegates=["specialist"],
     )
-    token = ApiToken.issue(get_user_model().objects.get(username="operator"))
+    [token] = tokens("operator")
 
     server = FakeLLMServer()
     server.record = False

@@ -28,7 +28,8 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 import psycopg  # noqa: E402
 
-from tests.bench.bench_stack import bench_database, pct, responder  # noqa: E402
+from tests.bench.bench_stack import pct, responder  # noqa: E402
+from tests.bench.stack_setup import seeded_django, stack_env, tokens  # noqa: E402
 from tests.fakes.llm_server import FakeLLMServer  # noqa: E402
 from tests.fakes.otlp_sink import OtlpSink  # noqa: E402
 
@@ -38,33 +39,13 @@ def main() -> int:
     parser.add_argument("-n", "--runs", type=int, default=60, help="runs per side")
     args = parser.parse_args()
 
-    env = dict(os.environ)
-    env.update(
-        DATABASE_URL=bench_database(os.environ["DATABASE_URL"], "_bench_tracing"),
-        DEBUG="1",
-        AGENTWEB_TOOLS="tests.runs.sample_tools",
-        AGENTWEB_STREAM="0",
-        AGENTWEB_MODEL="openai:bench",
-        OPENAI_API_KEY="bench",
-        AGENTWEB_DEMO_PASSWORD="bench-password",
-        LOG_LEVEL="WARNING",
-    )
-    for key in [k for k in env if k.startswith("OTEL_")]:
-        del env[key]
-    os.environ.update(env)
-    import django
-
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentweb.settings")
-    django.setup()
-    from django.contrib.auth import get_user_model
-    from django.core.management import call_command
-
-    from agentweb.accounts.models import ApiToken
+    for key in [k for k in os.environ if k.startswith("OTEL_")]:
+        del os.environ[key]
+    env = stack_env("_bench_tracing")
+    seeded_django()
     from tests.conftest import start_web, start_worker
 
-    call_command("migrate", "--noinput", verbosity=0)
-    call_command("seed_demo", stdout=open(os.devnull, "w"))  # noqa: SIM115
-    token = ApiToken.issue(get_user_model().objects.get(username="operator"))
+    [token] = tokens("operator")
 
     server = FakeLLMServer()
     server.record = False
