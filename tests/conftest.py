@@ -19,6 +19,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# The session's web and worker (the ``web`` and ``worker`` fixtures) serve a queue of their
+# own. Runs a test enqueues in this process go to the default queue, which no worker of the
+# session consumes, unless the test holds ``worker``. On the default queue the session's
+# worker, once an earlier test had started it, ran later tests' runs behind their backs:
+# their pages showed its steps, and its transactions deadlocked their database flush.
+STACK_QUEUE = f"stack-{os.getpid()}"
+
 
 def _database_url(db: dict[str, Any]) -> str:
     user = quote(db.get("USER") or "")
@@ -47,12 +54,14 @@ def stack_env(django_db_setup: None) -> dict[str, str]:
     env["DEBUG"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("AGENTWEB_LEASE_SECONDS", "30")
+    env["AGENTWEB_QUEUE"] = STACK_QUEUE  # fixtures with a stack of their own override it
     return env
 
 
 class Proc:
     def __init__(self, name: str, argv: list[str], env: dict[str, str], log: Path) -> None:
         self.name, self.argv, self.env, self.log_path = name, argv, env, log
+        self.node = ""  # a worker's Celery node name
         self.log = open(log, "wb")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
             argv,
@@ -85,6 +94,7 @@ class Proc:
 def start_worker(
     env: dict[str, str], tmp: Path, name: str = "worker", concurrency: int = 4
 ) -> Proc:
+    node = f"{name}-{os.getpid()}@{socket.gethostname()}"
     proc = Proc(
         name,
         [
@@ -101,7 +111,7 @@ def start_worker(
             "-l",
             "INFO",
             "-n",
-            f"{name}-{os.getpid()}@%h",
+            node,
             "--without-gossip",
             "--without-mingle",
             "--without-heartbeat",
@@ -109,6 +119,7 @@ def start_worker(
         env,
         tmp / f"{name}.log",
     )
+    proc.node = node
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if "ready." in proc.output():
@@ -172,11 +183,80 @@ def start_web(env: dict[str, str], tmp: Path) -> tuple[Proc, str]:
     raise RuntimeError(f"web not ready in 60s:\n{proc.output()}")
 
 
+def worker_is_idle(proc: Proc, queue: str) -> bool:
+    """No task running or reserved in the worker, and none waiting in its queue."""
+    from agentweb.celery import app
+
+    inspect = app.control.inspect([proc.node], timeout=5, limit=1)
+    busy = [inspect.active(), inspect.reserved()]
+    if any(reply is None for reply in busy):
+        return False  # no answer yet: busy, or still starting
+    if any(tasks for reply in busy for tasks in reply.values()):
+        return False
+    with app.connection_for_write() as conn:
+        try:
+            declared = conn.default_channel.queue_declare(queue=queue, passive=True)
+        except conn.channel_errors:  # Redis keeps no key for an empty queue
+            return True
+        return int(declared.message_count) == 0
+
+
+_STACK: dict[str, Proc] = {}  # the session's worker, once a test has asked for it
+
+
 @pytest.fixture(scope="session")
-def worker(stack_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Proc]:
+def _stack_worker(
+    stack_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Proc]:
     proc = start_worker(stack_env, tmp_path_factory.mktemp("worker"))
+    _STACK["worker"] = proc
     yield proc
+    del _STACK["worker"]
     proc.stop()
+
+
+@pytest.fixture
+def worker(
+    _stack_worker: Proc, transactional_db: None, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Proc]:
+    """The session's worker (demo model), serving this test: the runs this test enqueues
+    go to its queue. When the test ends it waits until the worker is idle, before the
+    database is flushed (``transactional_db`` is torn down after this fixture)."""
+    from agentweb.runs import tasks
+
+    monkeypatch.setattr(
+        tasks.run_agent,
+        "delay",
+        lambda run_id: tasks.run_agent.apply_async(args=[run_id], queue=STACK_QUEUE),
+    )
+    yield _stack_worker
+    # Idle twice in a row: a task that ended between the two looks may have sent another.
+    wait_for(
+        lambda: (
+            worker_is_idle(_stack_worker, STACK_QUEUE)
+            and worker_is_idle(_stack_worker, STACK_QUEUE)
+        ),
+        timeout=60,
+        interval=0.1,
+    )
+
+
+@pytest.fixture(autouse=True)
+def _no_run_behind_the_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A test that does not hold ``worker`` gets nothing run by the session's worker."""
+    proc = _STACK.get("worker")
+    if proc is None or "worker" in request.fixturenames:
+        yield
+        return
+    start = proc.log_path.stat().st_size
+    yield
+    with open(proc.log_path, "rb") as log:
+        log.seek(start)
+        taken = [line for line in log.read().splitlines() if b"] received" in line]
+    assert not taken, (
+        "the session's worker took tasks during a test that does not hold the `worker` "
+        f"fixture (something sent runs to {STACK_QUEUE}): {taken[:3]}"
+    )
 
 
 @pytest.fixture(scope="session")
