@@ -56,9 +56,14 @@ def _sweep_on_start(**_: object) -> None:
     whose lease expired at once instead of at beat's next tick."""
     import logging
 
+    from django.db import connections
+
     from agentweb.runs import actions
 
     try:
         actions.do_requeue_stale_runs()
     except Exception:  # the database is away: beat's sweep catches up
         logging.getLogger(__name__).warning("start-up sweep failed", exc_info=True)
+    finally:
+        # This thread runs no task that would close it: it would stay open all along.
+        connections.close_all()

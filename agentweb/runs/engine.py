@@ -130,6 +130,9 @@ class _LeaseKeeper:
             with self._lock:
                 held = dict(self._held)
             if not held:
+                # Nothing to watch: let this thread's connection go (CONN_MAX_AGE) instead
+                # of keeping it for the worker's whole life.
+                close_old_connections()
                 continue
             self._look_for_cancels(held)
             if time.monotonic() < next_renewal:

@@ -20,6 +20,7 @@ from agentweb.runs.models import AgentProfile, Approval, Run, RunEvent
 from agentweb.runtime.gateway import ModelError
 from agentweb.runtime.messages import SystemMessage, ToolMessage, UserMessage
 from agentweb.runtime.testing import ScriptedModel, call
+from agentweb.runtime.tools import Suspend, ToolContext
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -376,6 +377,28 @@ def test_the_last_child_wakes_the_parent_exactly_once(team, enqueued) -> None:
         assert len(events(parent, "subtask_finished")) == 10
         seqs = list(RunEvent.objects.filter(run=parent).values_list("seq", flat=True))
         assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_a_delegation_call_leaves_its_pool_thread_without_a_connection(team, enqueued) -> None:
+    # Tools run in long-lived pool threads; with the default CONN_MAX_AGE of 0 a thread
+    # holds no connection once its call is done.
+    run = start(team)
+    delegate, wait = delegation.tools_for(AgentProfile.objects.get(name="lead"))
+    ctx = ToolContext(call_id="c1", run_id=str(run.pk))
+    held: list[object] = []
+
+    def work() -> None:
+        task_id = delegate.fn(agent="billing", task="Charged twice?", ctx=ctx)["task_id"]
+        held.append(connection.connection)
+        with contextlib.suppress(Suspend):
+            wait.fn(task_ids=[task_id], ctx=ctx)
+        held.append(connection.connection)
+        connection.close()
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join(30)
+    assert held == [None, None]
 
 
 def test_unknown_delegates_are_refused_naming_the_field(team) -> None:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from agentweb.runs import actions, engine
@@ -13,6 +15,7 @@ from agentweb.runs.models import Approval, AuditEntry, Run, RunEvent, ToolExecut
 from agentweb.runtime.events import misfit
 from agentweb.runtime.messages import ToolMessage
 from agentweb.runtime.testing import call
+from tests.conftest import wait_for
 from tests.runs import sample_tools
 
 
@@ -388,6 +391,48 @@ def test_a_stale_lease_is_taken_over(people, scripted, enqueued) -> None:
     assert actions.do_requeue_stale_runs() == [run.pk]
     assert enqueued == [run.pk]
     assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
+
+
+def in_a_thread(work: Any) -> list[object]:
+    """Run ``work`` in a new thread; return that thread's connection once it is done."""
+    held: list[object] = []
+
+    def target() -> None:
+        work()
+        held.append(connection.connection)
+        connection.close()
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join(30)
+    return held
+
+
+def test_the_start_up_sweep_leaves_no_connection_open(transactional_db, enqueued) -> None:
+    # A threads-pool worker runs no task in the thread the sweep runs in.
+    from agentweb.celery import _sweep_on_start
+
+    assert in_a_thread(_sweep_on_start) == [None]
+
+
+def test_the_lease_keeper_lets_its_connection_go_once_it_holds_no_run(transactional_db) -> None:
+    from django.db.backends.signals import connection_created
+
+    keeper = engine._LeaseKeeper()
+    opened: list[Any] = []
+
+    def seen(sender: Any, connection: Any, **kwargs: Any) -> None:
+        if threading.current_thread() is keeper._thread:
+            opened.append(connection)
+
+    connection_created.connect(seen)
+    try:
+        keeper.hold("test:1")
+        wait_for(lambda: opened, timeout=10)  # it looked for cancel requests
+        keeper.release("test:1")
+        wait_for(lambda: opened[0].connection is None, timeout=10)
+    finally:
+        connection_created.disconnect(seen)
 
 
 def test_a_profile_policy_can_waive_or_demand_approval(people, scripted, enqueued) -> None:
