@@ -32,13 +32,8 @@ sandbox:
 run: $(STAMP)
 	exec env PORT=$(PORT) VERBOSE=$(V) $(PY) -m agentweb.devstack run
 
-# Run in a pytest process of their own: these tests fail after some earlier test leaves a
-# database session open in the same process (order-dependent; cause not found yet).
-ISOLATED := tests/runs/test_delegation_web.py
-
 test: $(STAMP)
-	$(PY) -m agentweb.devstack exec -- $(PY) -m pytest $(or $(PYTEST_ARGS),--ignore=$(ISOLATED))
-	$(if $(PYTEST_ARGS),,$(PY) -m agentweb.devstack exec -- $(PY) -m pytest $(ISOLATED))
+	$(PY) -m agentweb.devstack exec -- $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
