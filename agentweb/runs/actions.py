@@ -13,7 +13,8 @@ from typing import Any, Literal
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db import connection, transaction
 from django.utils import timezone
 
 from agentweb.observability.steps import events_stored as observe_stored
@@ -81,7 +82,7 @@ def append_events(
         rows.append(RunEvent(run=run, seq=seq, type=event["type"], data=event.get("data") or {}))
     if not rows:
         return []
-    RunEvent.objects.bulk_create(rows)
+    _insert_events(rows)
     run.last_seq = seq
     if save_seq:
         Run.objects.filter(pk=run.pk).update(last_seq=seq)
@@ -92,6 +93,28 @@ def append_events(
 
         tree_changed_on_commit(run, (r.type for r in rows))
     return rows
+
+
+def _insert_events(rows: list[RunEvent]) -> None:
+    """``bulk_create(rows)`` as one INSERT ... VALUES. Django sends two or more rows as an
+    UNNEST of arrays, and quoting a jsonb[] array escapes every quote of every event's
+    JSON one by one: that cost a step more CPU time than the rest of its SQL."""
+    now = timezone.now()  # RunEvent.at is auto_now_add
+    params: list[Any] = []
+    for row in rows:
+        row.at = now
+        data = connection.ops.adapt_json_value(row.data, DjangoJSONEncoder)  # as JSONField
+        params += [row.run_id, row.seq, row.type, data, now]
+    placeholders = ", ".join(["(%s, %s, %s, %s, %s)"] * len(rows))
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO runs_runevent (run_id, seq, type, data, at) VALUES "  # noqa: S608
+            + placeholders  # placeholders only
+            + " RETURNING id",
+            params,
+        )
+        for row, (pk,) in zip(rows, cursor.fetchall(), strict=True):  # as bulk_create does
+            row.pk, row._state.adding = pk, False
 
 
 def audit(action: str, *, actor: User | None, run: Run | None, **data: Any) -> None:
