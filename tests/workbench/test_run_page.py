@@ -308,7 +308,8 @@ def test_a_person_sees_the_screenshot_on_the_run_page(
         page.goto(f"{live_server.url}/runs/{run.pk}/")
         img = page.locator(".ev-tool_call_finished .tool-images img")
         img.wait_for()
-        page.wait_for_function("document.querySelector('.tool-images img').complete")
+        # a function, not an expression: polling an expression needs eval, which the CSP refuses
+        page.wait_for_function("() => document.querySelector('.tool-images img').complete")
         natural = img.evaluate("i => [i.naturalWidth, i.naturalHeight]")
         img.scroll_into_view_if_needed()
         page.screenshot(path=str(shots / "workbench-run-page.png"), full_page=True)
