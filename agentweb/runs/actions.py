@@ -70,10 +70,15 @@ class NotFound(ActionError):
 
 
 def append_events(
-    run: Run, events: Iterable[Mapping[str, Any]], *, save_seq: bool = True
+    run: Run,
+    events: Iterable[Mapping[str, Any]],
+    *,
+    save_seq: bool = True,
+    status_changed: bool = True,
 ) -> list[RunEvent]:
     """Store events with the next seqs of ``run``. Call inside a transaction that holds
-    the run's row lock (``select_for_update``), so seqs never collide. Publishes on commit.
+    the run's row lock (``select_for_update``), so seqs never collide. Publishes on commit
+    (the run's status to the run lists too, unless ``status_changed`` is False).
     With ``save_seq=False`` the caller writes ``run.last_seq`` in its own UPDATE."""
     rows = []
     seq = run.last_seq
@@ -86,7 +91,7 @@ def append_events(
     run.last_seq = seq
     if save_seq:
         Run.objects.filter(pk=run.pk).update(last_seq=seq)
-    publish.run_changed_on_commit(run.pk, seq, run.status)
+    publish.run_changed_on_commit(run.pk, seq, run.status if status_changed else None)
     observe_stored(run, rows)  # spans and metrics, after commit
     if run.parent_id is not None or any(r.type.startswith("subtask_") for r in rows):
         from agentweb.runs.delegation import tree_changed_on_commit

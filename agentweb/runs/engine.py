@@ -182,6 +182,7 @@ def execute_run(run_id: int) -> str | None:
     owner = f"{WORKER_ID}:{uuid.uuid4().hex[:8]}"
     if not claim(run_id, owner):
         return None
+    publish.run_status_now(run_id, Run.Status.RUNNING)  # the steps tell only changes
     held = _leases.hold(owner)
     try:
         return _drive(run_id, owner, held)
@@ -432,7 +433,9 @@ def _persist(
             Run.objects.filter(pk=run.pk).update(**update)
             actions.finish_cancelled(run, by="request")
         else:
-            actions.append_events(run, events, save_seq=False)
+            # A step that leaves the run running does not tell the lists its status again.
+            changed = run.status != Run.Status.RUNNING
+            actions.append_events(run, events, save_seq=False, status_changed=changed)
             Run.objects.filter(pk=run.pk).update(last_seq=run.last_seq, **update)
             if run.status in Run.FINAL:
                 delegation.run_ended(run)

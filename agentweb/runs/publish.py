@@ -128,10 +128,17 @@ def send_on_commit(group: str, message: dict[str, Any]) -> None:
     transaction.on_commit(lambda: send_now(group, message))
 
 
-def run_changed_on_commit(run_id: int, seq: int, status: str) -> None:
-    """After commit: the run's followers fetch events after their last seq; lists update."""
+def run_changed_on_commit(run_id: int, seq: int, status: str | None) -> None:
+    """After commit: the run's followers fetch events after their last seq; lists update
+    (unless ``status`` is None: the status did not change)."""
     send_on_commit(run_group(run_id), {"type": "run.event", "run": run_id, "seq": seq})
-    send_on_commit(RUNS_GROUP, {"type": "run.status", "run": run_id, "status": status})
+    if status is not None:
+        send_on_commit(RUNS_GROUP, {"type": "run.status", "run": run_id, "status": status})
+
+
+def run_status_now(run_id: int, status: str) -> None:
+    """Lists update: the run's status changed outside a transaction (a worker claimed it)."""
+    send_now(RUNS_GROUP, {"type": "run.status", "run": run_id, "status": status})
 
 
 def approvals_changed_on_commit() -> None:

@@ -118,6 +118,23 @@ def test_only_a_runs_end_waits_for_the_disk_flush_unless_every_step_must(
     ]
 
 
+def test_the_run_lists_hear_of_each_status_once(people, scripted, enqueued, monkeypatch) -> None:
+    """Followers of the run hear of every stored step; the run lists only of the status
+    changes (claimed: running, then the end), not once more per step."""
+    from agentweb.runs import publish
+
+    sent: list[tuple[str, dict[str, Any]]] = []
+    monkeypatch.setattr(publish, "send_now", lambda group, message: sent.append((group, message)))
+    scripted.enqueue(call("lookup", order_id="A1"), "Order A1 was delivered.")
+    run = start(people)
+    sent.clear()
+    assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
+    statuses = [m["status"] for group, m in sent if group == publish.RUNS_GROUP]
+    assert statuses == ["running", "succeeded"]
+    seqs = [m["seq"] for group, m in sent if m["type"] == "run.event"]
+    assert seqs == [2, 4, 6]  # one wake-up per stored step, with its last seq
+
+
 def test_it_does_not_run_a_run_twice(people, scripted, enqueued) -> None:
     scripted.enqueue("Done.")
     run = start(people)
