@@ -22,3 +22,12 @@ def give_back() -> None:
     """Return this thread's connection to the pool, unless inside a transaction."""
     if connection.connection is not None and not connection.in_atomic_block and pooled():
         connection.close()
+
+
+def tidy_tool_thread() -> None:
+    """Around each tool call in the runtime's long-lived pool threads: drop a broken or
+    expired connection, and after the call hand it back (to the pool, or closed with
+    CONN_MAX_AGE 0), so any tool that touches the ORM, ours or a company's, leaves no
+    connection held by an idle thread."""
+    if not connection.in_atomic_block:
+        connection.close_if_unusable_or_obsolete()

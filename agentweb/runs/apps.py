@@ -11,7 +11,10 @@ class RunsConfig(AppConfig):
         # Load our Celery app in every Django process (web included), so tasks sent from
         # there go to our broker. Not in agentweb/__init__: the runtime must stay Django-free.
         import agentweb.celery  # noqa: F401
+        from agentweb.dbpool import tidy_tool_thread
+        from agentweb.runtime.execution import around_tool_calls
 
+        around_tool_calls(before=tidy_tool_thread, after=tidy_tool_thread)
         check_agent_configuration()
 
 

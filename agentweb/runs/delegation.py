@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ParamSpec, TypeVar
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from agentweb.runs import publish
@@ -50,23 +50,6 @@ class DelegationError(ToolError):
 # --- the built-in tools -----------------------------------------------------------------
 
 
-def _fresh_db(fn: Callable[P, R]) -> Callable[P, R]:
-    """Tools run in long-lived pool threads: drop a broken or old connection before the
-    call, and after it hand it back (to the pool, or closed with CONN_MAX_AGE 0)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        if not connection.in_atomic_block:
-            connection.close_if_unusable_or_obsolete()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            if not connection.in_atomic_block:
-                connection.close_if_unusable_or_obsolete()
-
-    return wrapper
-
-
 def _run_id(ctx: ToolContext) -> int:
     if not ctx.run_id:
         raise DelegationError("delegation needs a stored run")
@@ -80,7 +63,6 @@ _DELEGATE_SUMMARY = (
 )
 
 
-@_fresh_db
 def _delegate_task(agent: str, task: str, ctx: ToolContext) -> dict[str, int]:
     """Hand one piece of work to a specialist agent.
 
@@ -92,7 +74,6 @@ def _delegate_task(agent: str, task: str, ctx: ToolContext) -> dict[str, int]:
     return {"task_id": child.pk}
 
 
-@_fresh_db
 def _wait_for_tasks(task_ids: list[int], ctx: ToolContext) -> list[ev.SubtaskFinishedData]:
     """Wait until the given delegated tasks have ended and return one result per task:
     its status ("succeeded" or "failed") and its result or error.

@@ -26,6 +26,7 @@ from .tools import Suspend, Tool, ToolContext, ToolError
 __all__ = [
     "ToolPool",
     "ToolResult",
+    "around_tool_calls",
     "format_for_model",
     "run_tools",
     "shared_pool",
@@ -37,6 +38,31 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 POOL_SIZE = 32
+
+#: Called in a pool thread before and after every call it runs (``around_tool_calls``).
+_BEFORE: list[Callable[[], None]] = []
+_AFTER: list[Callable[[], None]] = []
+
+
+def around_tool_calls(
+    before: Callable[[], None] | None = None, after: Callable[[], None] | None = None
+) -> None:
+    """Run ``before`` and ``after`` in the tool's thread around every tool call, whatever
+    module the tool comes from: the host's way to tidy per-thread resources (the Django
+    side hands each thread's database connection back after a call). A hook that raises
+    is logged and does not fail the call."""
+    if before is not None and before not in _BEFORE:
+        _BEFORE.append(before)
+    if after is not None and after not in _AFTER:
+        _AFTER.append(after)
+
+
+def _hooks(hooks: list[Callable[[], None]]) -> None:
+    for hook in hooks:
+        try:
+            hook()
+        except Exception:
+            log.warning("tool-thread hook %r raised", hook, exc_info=True)
 
 
 class ToolPool:
@@ -70,10 +96,13 @@ class ToolPool:
         while True:
             fut, fn = self._queue.get()
             if fut.set_running_or_notify_cancel():
+                _hooks(_BEFORE)
                 try:
                     fut.set_result(fn())
                 except BaseException as exc:
                     fut.set_exception(exc)
+                finally:
+                    _hooks(_AFTER)
             del fut, fn
             with self._lock:
                 self._idle += 1

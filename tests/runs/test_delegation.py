@@ -17,6 +17,7 @@ from django.db import close_old_connections, connection, transaction
 
 from agentweb.runs import actions, delegation, engine
 from agentweb.runs.models import AgentProfile, Approval, Run, RunEvent
+from agentweb.runtime.execution import ToolPool
 from agentweb.runtime.gateway import ModelError
 from agentweb.runtime.messages import SystemMessage, ToolMessage, UserMessage
 from agentweb.runtime.testing import ScriptedModel, call
@@ -385,19 +386,16 @@ def test_a_delegation_call_leaves_its_pool_thread_without_a_connection(team, enq
     run = start(team)
     delegate, wait = delegation.tools_for(AgentProfile.objects.get(name="lead"))
     ctx = ToolContext(call_id="c1", run_id=str(run.pk))
-    held: list[object] = []
+    pool = ToolPool(max_workers=1)  # one thread: each probe runs where the calls ran
 
-    def work() -> None:
-        task_id = delegate.fn(agent="billing", task="Charged twice?", ctx=ctx)["task_id"]
-        held.append(connection.connection)
+    def wait_for(task_id: int) -> None:
         with contextlib.suppress(Suspend):
             wait.fn(task_ids=[task_id], ctx=ctx)
-        held.append(connection.connection)
-        connection.close()
 
-    thread = threading.Thread(target=work)
-    thread.start()
-    thread.join(30)
+    task_id = pool.submit(lambda: delegate.fn(agent="billing", task="Charged twice?", ctx=ctx))
+    held = [pool.submit(lambda: connection.connection).result(30)]
+    pool.submit(lambda: wait_for(task_id.result(30)["task_id"])).result(30)
+    held.append(pool.submit(lambda: connection.connection).result(30))
     assert held == [None, None]
 
 

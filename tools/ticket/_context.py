@@ -2,35 +2,12 @@
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
 from typing import ParamSpec, TypeVar
-
-from django.db import connection
 
 from agentweb.runtime.tools import ToolContext
 
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-def fresh_db(fn: Callable[P, R]) -> Callable[P, R]:
-    """Give each tool call its own database connection like a request: drop this
-    thread's connection first when it is broken or older than CONN_MAX_AGE, and again
-    after the call. Tools run in the runtime's long-lived pool threads; with the default
-    CONN_MAX_AGE of 0 an idle pool thread holds no connection."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        if not connection.in_atomic_block:
-            connection.close_if_unusable_or_obsolete()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            if not connection.in_atomic_block:
-                connection.close_if_unusable_or_obsolete()
-
-    return wrapper
 
 
 def idempotency_key(ctx: ToolContext | None) -> str | None:

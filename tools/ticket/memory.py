@@ -8,11 +8,10 @@ from agentweb.runtime.tools import ToolContext, tool
 from agentweb.shop import actions
 from agentweb.shop.models import CustomerFact
 
-from ._context import fresh_db, idempotency_key
+from ._context import idempotency_key
 
 
 @tool(risk="low")
-@fresh_db
 def recall_customer_facts(customer_id: str) -> dict[str, Any]:
     """Recall what earlier runs remembered about a customer (preferences, past escalations).
 
@@ -30,7 +29,6 @@ def recall_customer_facts(customer_id: str) -> dict[str, Any]:
 
 
 @tool(risk="medium")
-@fresh_db
 def remember_customer_fact(
     customer_id: str, key: str, value: str, *, ctx: ToolContext | None = None
 ) -> dict[str, Any]:

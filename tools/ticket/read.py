@@ -25,8 +25,6 @@ from agentweb.shop.models import (
     kb_search_vector,
 )
 
-from ._context import fresh_db
-
 KB_RESULTS = 5
 KB_BODY_CHARS = 1200
 
@@ -89,7 +87,6 @@ def describe_order(order: Order) -> dict[str, Any]:
 
 
 @tool(risk="low")
-@fresh_db
 def get_order(order_id: str) -> dict[str, Any]:
     """Look up an order: status, items, amounts captured and refunded, address, shipments.
 
@@ -100,7 +97,6 @@ def get_order(order_id: str) -> dict[str, Any]:
 
 
 @tool(risk="low")
-@fresh_db
 def track_shipment(tracking_number: str) -> dict[str, Any]:
     """Track a parcel: carrier status, delivery estimate and the carrier's scan events.
 
@@ -138,7 +134,6 @@ def track_shipment(tracking_number: str) -> dict[str, Any]:
 
 
 @tool(risk="low")
-@fresh_db
 def get_customer(customer_id: str) -> dict[str, Any]:
     """Look up a customer: contact details, tier, default address and recent orders.
 
@@ -170,7 +165,6 @@ def get_customer(customer_id: str) -> dict[str, Any]:
 
 
 @tool(risk="low")
-@fresh_db
 def get_customer_notes(customer_id: str) -> dict[str, Any]:
     """Read the support team's notes about a customer, oldest first.
 
@@ -188,7 +182,6 @@ def get_customer_notes(customer_id: str) -> dict[str, Any]:
 
 
 @tool(risk="low")
-@fresh_db
 def check_inventory(sku: str) -> dict[str, Any]:
     """Check stock of a product: units on hand, available, and the next restock date.
 
@@ -231,7 +224,6 @@ def _search_terms(query: str) -> list[str]:
 
 
 @tool(risk="low")
-@fresh_db
 def search_kb(query: str) -> dict[str, Any]:
     """Search the knowledge base (policies, how-tos) and return the best matching articles.
 

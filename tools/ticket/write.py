@@ -10,7 +10,7 @@ from agentweb.runtime.tools import ToolContext, ToolError, tool
 from agentweb.shop import actions
 from agentweb.shop import actions as shop
 
-from ._context import author, fresh_db, idempotency_key
+from ._context import author, idempotency_key
 
 #: Refunds below this amount are small goodwill gestures and go through without approval;
 #: from this amount up (and whenever the amount is not a clean number) a human approves.
@@ -38,7 +38,6 @@ def check_refund(arguments: dict[str, Any]) -> None:
 
 
 @tool(risk="high", approval=REFUND_APPROVAL_RULE, check=check_refund)
-@fresh_db
 def issue_refund(
     order_id: str, amount: float, reason: str, *, ctx: ToolContext | None = None
 ) -> dict[str, Any]:
@@ -56,7 +55,6 @@ def issue_refund(
 
 
 @tool(risk="high")
-@fresh_db
 def cancel_order(order_id: str, reason: str, *, ctx: ToolContext | None = None) -> dict[str, Any]:
     """Cancel an order that has not shipped yet; the captured payment is refunded in full.
 
@@ -68,7 +66,6 @@ def cancel_order(order_id: str, reason: str, *, ctx: ToolContext | None = None) 
 
 
 @tool(risk="high")
-@fresh_db
 def update_shipping_address(
     order_id: str, address: str, *, ctx: ToolContext | None = None
 ) -> dict[str, Any]:
@@ -82,7 +79,6 @@ def update_shipping_address(
 
 
 @tool(risk="high")
-@fresh_db
 def send_customer_reply(
     customer_id: str, message: str, *, ctx: ToolContext | None = None
 ) -> dict[str, Any]:
@@ -100,7 +96,6 @@ def send_customer_reply(
 
 
 @tool(risk="medium")
-@fresh_db
 def add_customer_note(
     customer_id: str, note: str, *, ctx: ToolContext | None = None
 ) -> dict[str, Any]:
@@ -116,7 +111,6 @@ def add_customer_note(
 
 
 @tool(risk="medium")
-@fresh_db
 def escalate_to_carrier(
     tracking_number: str, reason: str, *, ctx: ToolContext | None = None
 ) -> dict[str, Any]:
