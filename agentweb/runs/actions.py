@@ -291,23 +291,14 @@ def do_save_profile(
             ) or {}
         profile.save()
         after = profile.approval_policies or {}
-        if created:
-            audit(
-                "agent_profile_created",
-                actor=actor,
-                run=None,
-                agent=profile.name,
-                fields=sorted(fields),
-                cloned_from=cloned_from,
-            )
-        else:
-            audit(
-                "agent_profile_changed",
-                actor=actor,
-                run=None,
-                agent=profile.name,
-                fields=sorted(fields),
-            )
+        audit(
+            "agent_profile_created" if created else "agent_profile_changed",
+            actor=actor,
+            run=None,
+            agent=profile.name,
+            fields=sorted(fields),
+            **({"cloned_from": cloned_from} if created else {}),
+        )
         if before != after:
             audit(
                 "approval_policies_changed",

@@ -96,6 +96,7 @@ class DbJournal:
                     run=self.run, call_id=call_id, tool=tool, arguments=arguments
                 )
             crash_point("tool_begun", [tool])
+            dbpool.give_back()  # the caller now waits on the tool call, as in ``begin``
         except IntegrityError:  # the same call recorded meanwhile (a lease taken over)
             return self._prior(call_id)
         return None
