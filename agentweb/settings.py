@@ -9,6 +9,7 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
+from agentweb.channel_layer import layer_host
 from agentweb.env import (
     database_from_url,
     database_pool,
@@ -139,8 +140,9 @@ CHANNEL_LAYERS = {
             # redis-py 8 gives each connection a 5 s read timeout, the same as channels-redis'
             # blocking pop (idle consumers then die with "Timeout reading from redis"), and
             # caps an asyncio pool at 100 connections (200 sockets subscribing at once were
-            # refused). A longer read timeout and a larger pool fix both.
-            "hosts": [{"address": _channels_redis, "socket_timeout": 30, "max_connections": 2000}],
+            # refused). A longer read timeout and a larger pool fix both. The connections
+            # are ours so that a cancelled receive ends (agentweb/channel_layer.py).
+            "hosts": [layer_host(_channels_redis, socket_timeout=30, max_connections=2000)],
             "capacity": 1500,
             "expiry": 30,
         },
