@@ -12,7 +12,8 @@ three.
 The connections here bound the write with ``asyncio.timeout`` instead, which counts
 cancellations and passes each on. Reads already use ``asyncio.timeout`` in redis-py.
 
-This module imports no Django: ``settings`` builds the layer's hosts with it.
+``settings`` names ``RedisLayer`` as the backend: Channels imports it (and redis-py,
+which brings OpenTelemetry's API with it) only when a process first uses the layer.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
+from channels_redis.core import RedisChannelLayer
 from redis.asyncio.connection import (
     AbstractConnection,
     Connection,
@@ -81,3 +83,17 @@ def layer_host(url: str, **options: Any) -> dict[str, Any]:
     host["connection_class"] = _OURS[base]
     host.update(options)
     return host
+
+
+class RedisLayer(RedisChannelLayer):
+    """channels-redis' layer on the connections above. ``hosts`` as channels-redis takes
+    them; an entry with an ``address`` (a URL) is turned into ``layer_host`` arguments."""
+
+    def __init__(self, hosts: list[Any] | None = None, **options: Any) -> None:
+        ours = []
+        for entry in hosts or []:
+            if isinstance(entry, dict) and "address" in entry:
+                rest = dict(entry)
+                entry = layer_host(rest.pop("address"), **rest)
+            ours.append(entry)
+        super().__init__(hosts=ours or None, **options)

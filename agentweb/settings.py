@@ -9,7 +9,6 @@ from pathlib import Path
 
 from django.core.exceptions import ImproperlyConfigured
 
-from agentweb.channel_layer import layer_host
 from agentweb.env import (
     database_from_url,
     database_pool,
@@ -135,14 +134,14 @@ if not REDIS_URL:
 CELERY_BROKER_URL, _channels_redis = redis_urls(REDIS_URL)
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "BACKEND": "agentweb.channel_layer.RedisLayer",
         "CONFIG": {
             # redis-py 8 gives each connection a 5 s read timeout, the same as channels-redis'
             # blocking pop (idle consumers then die with "Timeout reading from redis"), and
             # caps an asyncio pool at 100 connections (200 sockets subscribing at once were
             # refused). A longer read timeout and a larger pool fix both. The connections
             # are ours so that a cancelled receive ends (agentweb/channel_layer.py).
-            "hosts": [layer_host(_channels_redis, socket_timeout=30, max_connections=2000)],
+            "hosts": [{"address": _channels_redis, "socket_timeout": 30, "max_connections": 2000}],
             "capacity": 1500,
             "expiry": 30,
         },

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 from channels.layers import get_channel_layer
-from django.conf import settings
 from redis.asyncio.connection import Connection
 
 from agentweb.channel_layer import (
     LayerConnection,
     LayerSSLConnection,
     LayerUnixConnection,
+    RedisLayer,
     layer_host,
 )
 
@@ -28,7 +28,8 @@ LAYER_STEPS = range(40)  # a layer receive writes later (a cleanup script first)
 
 
 def _host() -> dict[str, Any]:
-    host: dict[str, Any] = dict(settings.CHANNEL_LAYERS["default"]["CONFIG"]["hosts"][0])
+    """The connection arguments of the layer as configured."""
+    host: dict[str, Any] = dict(get_channel_layer().hosts[0])
     host.pop("max_connections", None)
     return host
 
@@ -59,6 +60,7 @@ async def _ends_cancelled(connection_class: type, steps: int) -> bool:
 
 
 async def test_a_cancelled_command_on_the_layers_connections_always_ends() -> None:
+    assert isinstance(get_channel_layer(), RedisLayer)
     assert _host()["connection_class"] in (LayerConnection, LayerUnixConnection)
     ended = [await _ends_cancelled(_host()["connection_class"], k) for k in STEPS]
     assert ended == [True] * len(STEPS)
