@@ -36,6 +36,7 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DB_NAME = "agentweb"
@@ -191,6 +192,54 @@ def embedded_postgres(env: dict[str, str]) -> Iterator[None]:
             server.cleanup()
 
 
+class SetupError(Exception):
+    """A service named by the environment cannot be used; the message says why."""
+
+
+def _libpq_url(url: str) -> str:
+    """DATABASE_URL as libpq reads it (Django's spellings of the scheme included)."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(scheme="postgresql"))
+
+
+def ensure_database(url: str) -> str | None:
+    """Make sure DATABASE_URL's database exists: create it when its server has none by
+    that name (then say which, else None). A server that cannot be reached, a refused login or
+    a missing database that may not be created raise ``SetupError`` with the reason."""
+    import psycopg
+    from psycopg import sql
+
+    conninfo = _libpq_url(url)
+    try:
+        params = psycopg.conninfo.conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError as exc:
+        raise SetupError(f"DATABASE_URL is not a PostgreSQL URL libpq reads: {exc}") from None
+    name = str(params.get("dbname") or "")
+    where = f"{params.get('host') or 'localhost'}:{params.get('port') or 5432}"
+    try:
+        psycopg.connect(conninfo, connect_timeout=10).close()
+        return None
+    except psycopg.OperationalError as exc:
+        first = str(exc).strip().splitlines()[-1]
+    # Ask the server's maintenance database whether ours is there.
+    try:
+        with psycopg.connect(
+            conninfo, dbname="postgres", connect_timeout=10, autocommit=True
+        ) as conn:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
+            if exists.fetchone() is not None:
+                raise SetupError(f"cannot connect to database {name!r} on {where}: {first}")
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise SetupError(
+            f"database {name!r} does not exist on {where}, and this user may not create it "
+            f"({str(exc).strip()}): create it, or point DATABASE_URL at one that exists"
+        ) from None
+    except psycopg.OperationalError:
+        raise SetupError(f"cannot connect to PostgreSQL on {where}: {first}") from None
+    return f"{name!r} on {where}"
+
+
 @contextlib.contextmanager
 def embedded_redis(env: dict[str, str], name: str = "redis") -> Iterator[None]:
     if env.get("REDIS_URL"):
@@ -338,6 +387,9 @@ def cmd_run(port: int) -> int:
     code = 0
     started = time.monotonic()
     try:
+        created = ensure_database(env["DATABASE_URL"]) if env.get("DATABASE_URL") else None
+        if created:
+            _log(f"created the database {created}")
         with services(env):
             redis_dir = env.pop("_DEVSTACK_REDIS_DIR", "")
             env = _quiet_env(env)
@@ -370,6 +422,9 @@ def cmd_run(port: int) -> int:
         code = 0 if str(why).startswith("SIG") else 1
     except subprocess.CalledProcessError as exc:
         _log(f"{' '.join(map(str, exc.cmd[1:]))} failed with code {exc.returncode}")
+        code = 1
+    except SetupError as exc:
+        _log(str(exc))
         code = 1
     return code
 

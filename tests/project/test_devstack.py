@@ -133,21 +133,89 @@ def _second_shell(var: Path, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-@pytest.fixture
-def machine_database(stack_env: dict[str, str]) -> Any:
-    """A fresh database on the test's PostgreSQL server (the stack migrates and seeds it)."""
-    import psycopg
-
+def _admin_url(url: str) -> str:
     # The URL may name a unix socket folder in its query (?host=/path), so only the path
     # (the database name) is swapped.
+    return urlunsplit(urlsplit(url)._replace(path="/postgres"))
+
+
+@pytest.fixture
+def machine_database(stack_env: dict[str, str]) -> Any:
+    """The URL of a database not yet on the test's PostgreSQL server (``make run``
+    creates, migrates and seeds it); dropped afterwards."""
+    import psycopg
+
     base = urlsplit(stack_env["DATABASE_URL"])
     name = "devstack_" + secrets.token_hex(4)
-    admin = urlunsplit(base._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"CREATE DATABASE {name}")
     yield urlunsplit(base._replace(path=f"/{name}"))
-    with psycopg.connect(admin, autocommit=True) as conn:
+    with psycopg.connect(_admin_url(stack_env["DATABASE_URL"]), autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def _exists(url: str) -> bool:
+    import psycopg
+
+    name = urlsplit(url).path.lstrip("/")
+    with psycopg.connect(_admin_url(url), autocommit=True) as conn:
+        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name])
+        return found.fetchone() is not None
+
+
+def test_a_missing_database_is_created_once_and_an_existing_one_left_alone(
+    machine_database: str,
+) -> None:
+    assert not _exists(machine_database)
+    created = devstack.ensure_database(machine_database)
+    assert created is not None and urlsplit(machine_database).path.lstrip("/") in created
+    assert _exists(machine_database)
+    assert devstack.ensure_database(machine_database) is None
+
+
+def test_a_server_that_is_not_there_is_a_clear_error(stack_env: dict[str, str]) -> None:
+    port = free_port()
+    url = f"postgresql://postgres@127.0.0.1:{port}/agentweb"
+    with pytest.raises(devstack.SetupError, match=f"cannot connect to PostgreSQL on .*:{port}"):
+        devstack.ensure_database(url)
+
+
+def test_a_user_who_may_not_create_the_database_is_told_what_to_do(
+    machine_database: str,
+) -> None:
+    import psycopg
+
+    role = "nocreate_" + secrets.token_hex(4)
+    admin = _admin_url(machine_database)
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN NOCREATEDB")
+    parts = urlsplit(machine_database)
+    netloc = f"{role}@{parts.netloc.rpartition('@')[2]}"
+    try:
+        with pytest.raises(devstack.SetupError, match="does not exist .* may not create it"):
+            devstack.ensure_database(urlunsplit(parts._replace(netloc=netloc)))
+        assert not _exists(machine_database)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f"DROP ROLE {role}")
+
+
+def test_make_run_stops_with_that_error_before_starting_anything(tmp_path: Path) -> None:
+    port = free_port()
+    env = _base_env(tmp_path / "var", free_port())
+    env.update(
+        DATABASE_URL=f"postgresql://postgres@127.0.0.1:{port}/agentweb",
+        REDIS_URL="redis://127.0.0.1:6379/0",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "agentweb.devstack", "run"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert f"cannot connect to PostgreSQL on 127.0.0.1:{port}" in done.stdout, done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
 
 
 @pytest.mark.e2e
@@ -205,6 +273,7 @@ def test_make_run_on_the_machines_services_and_sigterm_to_make_stops_it_all(
     # Quiet by default: the start line, no banner, no access log.
     out = log.read_text()
     assert f"running at http://127.0.0.1:{port}/" in out
+    assert "created the database" in out, out  # the fixture's database did not exist
     assert "celery@" not in out and "GET /accounts/login/" not in out, out
     # And the env file is gone, so another shell no longer picks anything up.
     assert devstack.read_env_file(var / "devstack.env") == {}
