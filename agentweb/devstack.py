@@ -220,7 +220,7 @@ def ensure_database(url: str) -> str | None:
         psycopg.connect(conninfo, connect_timeout=10).close()
         return None
     except psycopg.OperationalError as exc:
-        first = str(exc).strip().splitlines()[-1]
+        first = " ".join(line.strip() for line in str(exc).strip().splitlines())
     # Ask the server's maintenance database whether ours is there.
     try:
         with psycopg.connect(
