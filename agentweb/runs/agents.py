@@ -17,7 +17,7 @@ from django.utils.module_loading import import_string
 from agentweb.runtime.context import ContextHints, LayeredContextPolicy
 from agentweb.runtime.gateway import ConfigError, Model, model_from_config
 from agentweb.runtime.loop import Agent, AgentConfig
-from agentweb.runtime.tools import ToolRegistry, load_tools
+from agentweb.runtime.tools import ToolRegistry, ToolSources, load_tools
 
 if TYPE_CHECKING:
     from agentweb.runs.journal import DbJournal
@@ -28,10 +28,30 @@ _models: dict[str, Model] = {}
 _models_lock = threading.Lock()
 
 
+#: Tools that do not come from the AGENTWEB_TOOLS modules: each connected MCP server's
+#: (``agentweb.mcpservers`` adds its source when the app starts).
+tool_sources = ToolSources()
+
+
 @functools.cache
-def registry() -> ToolRegistry:
+def module_tools() -> ToolRegistry:
     """Tools of the modules named by AGENTWEB_TOOLS, loaded once per process."""
     return load_tools(settings.AGENTWEB_TOOLS)
+
+
+class _Registry:
+    """``registry()``: every tool this process can offer now, the AGENTWEB_TOOLS modules'
+    and the tool sources' (which change while it runs: an MCP server added or its tool
+    list changed). ``registry.cache_clear()`` reloads the modules."""
+
+    def __call__(self) -> ToolRegistry:
+        return tool_sources.registry(module_tools())
+
+    def cache_clear(self) -> None:
+        module_tools.cache_clear()
+
+
+registry = _Registry()
 
 
 def tool_modules() -> tuple[ModuleType, ...]:

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Annotated, Any, Literal, get_type_hints, overload
+from typing import Annotated, Any, Literal, Protocol, get_type_hints, overload
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+import jsonschema
+from pydantic import BaseModel, ConfigDict, Field, RootModel, ValidationError, create_model
 
 from .approvals import Threshold
 from .gateway import ToolSpec
@@ -24,10 +27,14 @@ __all__ = [
     "ToolContext",
     "ToolError",
     "ToolRegistry",
+    "ToolSource",
+    "ToolSources",
     "load_tools",
     "repair_keys",
     "tool",
 ]
+
+log = logging.getLogger(__name__)
 
 Risk = Literal["low", "medium", "high"]
 RISKS: tuple[str, ...] = ("low", "medium", "high")
@@ -74,6 +81,10 @@ class _ArgsBase(BaseModel):
     model_config = ConfigDict(extra="forbid", arbitrary_types_allowed=True)
 
 
+class _SchemaArgs(RootModel[dict[str, Any]]):
+    """The arguments of a tool described by a JSON Schema, as given (checked beforehand)."""
+
+
 class Tool:
     """A registered tool. Call it like the function it wraps."""
 
@@ -89,6 +100,7 @@ class Tool:
         expected_duration: float = 1.0,
         idempotent: bool | None = None,
         check: Callable[[dict[str, Any]], Any] | None = None,
+        input_schema: Mapping[str, Any] | None = None,
     ) -> None:
         if risk not in RISKS:
             raise ValueError(f"tool {name or fn.__name__}: risk must be one of {RISKS}")
@@ -110,13 +122,25 @@ class Tool:
         self.is_async = inspect.iscoroutinefunction(fn)
         summary, param_docs = _parse_docstring(inspect.getdoc(fn) or "")
         self.description = description or summary or self.name
-        self.takes_ctx, self._model = _args_model(fn, self.name, param_docs)
-        self.params: tuple[str, ...] = tuple(self._model.model_fields)
-        self.required: frozenset[str] = frozenset(
-            n for n, f in self._model.model_fields.items() if f.is_required()
-        )
+        # A JSON Schema's validator (``from_schema``), or None: a model from the signature.
+        self._validator: jsonschema.protocols.Validator | None = None
+        if input_schema is None:
+            self.takes_ctx, self._model = _args_model(fn, self.name, param_docs)
+            self.params: tuple[str, ...] = tuple(self._model.model_fields)
+            self.required: frozenset[str] = frozenset(
+                n for n, f in self._model.model_fields.items() if f.is_required()
+            )
+            self.schema: dict[str, Any] = _clean_schema(self._model.model_json_schema())
+        else:
+            self.takes_ctx, self._model = True, _SchemaArgs
+            self.schema = dict(input_schema)
+            self._validator = _schema_validator(self.name, self.schema)
+            props, required = self.schema.get("properties"), self.schema.get("required")
+            self.params = tuple(props) if isinstance(props, dict) else ()
+            self.required = frozenset(
+                r for r in (required if isinstance(required, list) else ()) if isinstance(r, str)
+            )
         self._normalized = {_norm(p): p for p in self.params}
-        self.schema: dict[str, Any] = _clean_schema(self._model.model_json_schema())
         self._spec = ToolSpec(self.name, self.description, self.schema)
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", self.name)
@@ -127,6 +151,41 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"<Tool {self.name} risk={self.risk}>"
+
+    @classmethod
+    def from_schema(
+        cls,
+        name: str,
+        input_schema: Mapping[str, Any],
+        call: Callable[[dict[str, Any], ToolContext | None], Any],
+        *,
+        description: str = "",
+        risk: Risk = "high",
+        timeout: float = 30.0,
+        idempotent: bool | None = None,
+        check: Callable[[dict[str, Any]], Any] | None = None,
+    ) -> Tool:
+        """A tool that comes from elsewhere (an MCP server's): its arguments are described
+        by a JSON Schema, not by a Python signature. The schema goes to the model as
+        given; arguments are checked against it (``jsonschema``, the draft its
+        ``$schema`` names, else 2020-12) whenever a call is planned, edited or run;
+        ``call(arguments, ctx)`` runs it. Raises ``ValueError`` for a schema that is
+        not a valid JSON Schema of an object."""
+
+        def run(arguments: dict[str, Any], ctx: ToolContext | None = None) -> Any:
+            return call(arguments, ctx)
+
+        run.__name__ = run.__qualname__ = name
+        return cls(
+            run,
+            name=name,
+            description=description or name,
+            risk=risk,
+            timeout=timeout,
+            idempotent=idempotent,
+            check=check,
+            input_schema=input_schema,
+        )
 
     def spec(self) -> ToolSpec:
         return self._spec
@@ -167,6 +226,11 @@ class Tool:
 
     def parse(self, args: Mapping[str, Any]) -> BaseModel:
         """Validate ``args`` (keys as given) into the tool's argument model."""
+        if self._validator is not None:
+            problems = list(self._validator.iter_errors(dict(args)))
+            if problems:
+                raise ToolArgumentError(self._explain_schema(problems))
+            return _SchemaArgs.model_validate(dict(args))
         try:
             return self._model.model_validate(dict(args))
         except ValidationError as exc:
@@ -177,6 +241,8 @@ class Tool:
         return self.parse(args).model_dump(mode="json")
 
     def call_kwargs(self, parsed: BaseModel, ctx: ToolContext | None) -> dict[str, Any]:
+        if isinstance(parsed, _SchemaArgs):
+            return {"arguments": dict(parsed.root), "ctx": ctx}
         kwargs = {name: getattr(parsed, name) for name in self.params}
         if self.takes_ctx:
             kwargs["ctx"] = ctx
@@ -201,9 +267,41 @@ class Tool:
         lines.append(f"Expected arguments: {expected or '(none)'}.")
         return "\n".join(lines)
 
+    def _explain_schema(self, problems: list[jsonschema.ValidationError]) -> str:
+        lines = [f"Invalid arguments for tool {self.name!r}:"]
+        props = self.schema.get("properties")
+        props = props if isinstance(props, dict) else {}
+        for err in sorted(problems, key=lambda e: [str(p) for p in e.absolute_path])[:10]:
+            loc = ".".join(str(p) for p in err.absolute_path)
+            if not loc and err.validator in ("required", "additionalProperties"):
+                lines.append(f"- {_clip(err.message, 200)}")
+            else:
+                lines.append(f"- {loc or '(arguments)'!r}: {_clip(err.message, 200)}")
+        expected = ", ".join(
+            f"{p}{_type_hint(props, p)}{'' if p in self.required else ' optional'}"
+            for p in self.params
+        )
+        lines.append(f"Expected arguments: {expected or '(none)'}.")
+        return "\n".join(lines)
+
+
+def _schema_validator(name: str, schema: dict[str, Any]) -> jsonschema.protocols.Validator:
+    """A validator of ``schema`` (its own draft, else 2020-12), checked once; no formats
+    and no remote references are fetched."""
+    if schema.get("type", "object") != "object":
+        raise ValueError(f"tool {name!r}: its input schema must describe an object")
+    kind = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    try:
+        kind.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        raise ValueError(f"tool {name!r}: its input schema is not valid: {exc.message}") from None
+    return kind(schema)
+
 
 def _type_hint(props: Mapping[str, Any], name: str) -> str:
     prop = props.get(name.split(".")[0]) or {}
+    if not isinstance(prop, Mapping):  # a schema may be a bare true/false
+        return ""
     if "enum" in prop:
         return " (one of " + ", ".join(repr(v) for v in prop["enum"]) + ")"
     if "type" in prop:
@@ -453,6 +551,66 @@ class ToolRegistry:
 
     def __repr__(self) -> str:
         return f"ToolRegistry({self.names()})"
+
+
+class ToolSource(Protocol):
+    """Tools that come from elsewhere than a module's ``@tool`` functions (an MCP
+    server's, say) and may change while the process runs."""
+
+    def tools(self) -> Sequence[Tool]:
+        """The tools now. Asked whenever a registry is assembled, so it answers from a
+        cache, with the same sequence object as long as nothing changed."""
+        ...
+
+
+class ToolSources:
+    """Fixed tools (a registry) plus tool sources, assembled into one registry whenever
+    asked; the assembly is redone only when a source's answer changed. A tool whose
+    name is already taken is left out, with a warning (a source never breaks the
+    tools the installation loaded)."""
+
+    def __init__(self) -> None:
+        self._sources: list[ToolSource] = []
+        self._lock = threading.Lock()
+        self._last: tuple[ToolRegistry, tuple[Sequence[Tool], ...], ToolRegistry] | None = None
+
+    def add(self, source: ToolSource) -> None:
+        with self._lock:
+            if source not in self._sources:
+                self._sources.append(source)
+                self._last = None
+
+    def remove(self, source: ToolSource) -> None:
+        with self._lock:
+            if source in self._sources:
+                self._sources.remove(source)
+                self._last = None
+
+    def registry(self, base: ToolRegistry) -> ToolRegistry:
+        """``base`` with the sources' tools as they are now."""
+        if not self._sources:
+            return base
+        parts = tuple(source.tools() for source in list(self._sources))
+        last = self._last
+        if (
+            last is not None
+            and last[0] is base
+            and len(last[1]) == len(parts)
+            and all(a is b for a, b in zip(last[1], parts, strict=True))
+        ):
+            return last[2]
+        merged = list(base)
+        taken = set(base.names())
+        for part in parts:
+            for t in part:
+                if t.name in taken:
+                    log.warning("tool %r from a tool source is left out: the name is taken", t.name)
+                    continue
+                taken.add(t.name)
+                merged.append(t)
+        assembled = ToolRegistry(merged)
+        self._last = (base, parts, assembled)
+        return assembled
 
 
 def load_tools(module_paths: Iterable[str]) -> ToolRegistry:
