@@ -222,12 +222,11 @@ def worker(
     """The session's worker (demo model), serving this test: the runs this test enqueues
     go to its queue. When the test ends it waits until the worker is idle, before the
     database is flushed (``transactional_db`` is torn down after this fixture)."""
-    from agentweb.runs import tasks
+    from agentweb.celery import app
+    from agentweb.runs import queue
 
     monkeypatch.setattr(
-        tasks.run_agent,
-        "delay",
-        lambda run_id: tasks.run_agent.apply_async(args=[run_id], queue=STACK_QUEUE),
+        queue, "send", lambda task, *args: app.send_task(task, args=list(args), queue=STACK_QUEUE)
     )
     yield _stack_worker
     # Idle twice in a row: a task that ended between the two looks may have sent another.

@@ -18,52 +18,24 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from agentweb.observability.steps import events_stored as observe_stored
-from agentweb.runs import publish
+from agentweb.runs import publish, queue
+from agentweb.runs.errors import (
+    ActionError,
+    Conflict,
+    InvalidArguments,
+    NotAllowed,
+    NotFound,
+    ProfileInUse,
+    TicketBusy,
+)
 from agentweb.runs.models import AgentProfile, Approval, AuditEntry, Run, RunEvent, arguments_hash
+from agentweb.runs.queue import QUEUE_GRACE
 from agentweb.runtime import events as ev
 from agentweb.runtime.tools import ToolError
 
 log = logging.getLogger(__name__)
 
 DEFAULT_AGENT = "ticket-assistant"
-# A queued run's lease_expires_at is the time by which a worker must have claimed it;
-# past it the beat job enqueues it again (a lost broker message costs only this delay).
-QUEUE_GRACE = timedelta(seconds=60)
-
-
-class ActionError(Exception):
-    """A refused action; ``code`` and ``status`` map to the API's error format."""
-
-    code = "invalid"
-    status = 400
-
-    def __init__(self, message: str, *, details: Any = None, extra: Any = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.details = details
-        self.extra: dict[str, Any] = dict(extra or {})  # top-level keys beside "error"
-
-
-class NotAllowed(ActionError):
-    code, status = "forbidden", 403
-
-
-class Conflict(ActionError):
-    code, status = "conflict", 409
-
-
-class TicketBusy(Conflict):
-    """The ticket has a run that is not finished; ``extra["active_run"]`` names it."""
-
-    code = "ticket_busy"
-
-
-class InvalidArguments(ActionError):
-    code, status = "invalid_arguments", 422
-
-
-class NotFound(ActionError):
-    code, status = "not_found", 404
 
 
 # --- events ---------------------------------------------------------------------------
@@ -180,7 +152,7 @@ def do_create_run(
         publish.send_on_commit(
             publish.RUNS_GROUP, {"type": "run.status", "run": run.pk, "status": run.status}
         )
-        _enqueue_on_commit(run.pk)
+        queue.enqueue_on_commit(run.pk)
     return run
 
 
@@ -191,26 +163,6 @@ def active_run_for_ticket(ticket_id: int) -> int | None:
     if any(f.name == "parent" for f in Run._meta.get_fields()):
         runs = runs.filter(**{"parent__isnull": True})
     return runs.order_by("-created_at").values_list("pk", flat=True).first()
-
-
-def _enqueue_on_commit(run_id: int) -> None:
-    transaction.on_commit(lambda: _enqueue(run_id))
-
-
-def _enqueue(run_id: int) -> None:
-    """Send the wake-up; an unreachable broker never fails the request that stored the run.
-
-    The run is stored (PostgreSQL is the truth); a queued run whose message could not be
-    sent is due at once for beat's sweep, which sends it again when the broker is back."""
-    from agentweb.runs.tasks import run_agent
-
-    try:
-        run_agent.delay(run_id)
-    except Exception as exc:
-        log.warning("could not enqueue run %s (%s); beat's sweep will send it", run_id, exc)
-        Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
-            lease_expires_at=timezone.now()
-        )
 
 
 def may_start_run(user: Any) -> tuple[bool, str]:
@@ -262,10 +214,6 @@ def finish_cancelled(run: Run, *, by: str = "") -> None:
 
 
 # --- agent profiles --------------------------------------------------------------------
-
-
-class ProfileInUse(Conflict):
-    """A profile that runs refer to, or that others delegate to, is kept."""
 
 
 def do_save_profile(
@@ -469,7 +417,7 @@ def _resume_if_ready(run: Run) -> None:
     )
     if updated:
         run.status = Run.Status.QUEUED
-        _enqueue_on_commit(run.pk)
+        queue.enqueue_on_commit(run.pk)
 
 
 def validate_tool_arguments(tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -552,7 +500,7 @@ def do_requeue_stale_runs() -> list[int]:
             lease_expires_at=now + QUEUE_GRACE
         )
         for run_id in stale:
-            _enqueue_on_commit(run_id)
+            queue.enqueue_on_commit(run_id)
     if stale:
         log.warning("re-enqueued %d runs whose lease expired: %s", len(stale), stale)
     return stale

@@ -24,8 +24,9 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from agentweb.runs import publish
+from agentweb.runs import publish, queue
 from agentweb.runs.models import AgentProfile, Run
+from agentweb.runs.queue import QUEUE_GRACE
 from agentweb.runtime import events as ev
 from agentweb.runtime.state import NeedsSubtasks
 from agentweb.runtime.tools import Suspend, Tool, ToolContext, ToolError
@@ -125,8 +126,6 @@ def tools_for(profile: AgentProfile) -> list[Tool]:
 def create_child(parent_id: int, agent_name: str, task: str, call_id: str) -> Run:
     """The child run of ``parent_id`` for tool call ``call_id`` (created once; a retried
     call gets the same child). Raises ``DelegationError`` over a limit."""
-    from agentweb.runs.actions import QUEUE_GRACE
-
     task = (task or "").strip()
     with transaction.atomic():
         # The parent's row lock serialises the calls of one turn, so the limits hold.
@@ -167,7 +166,7 @@ def create_child(parent_id: int, agent_name: str, task: str, call_id: str) -> Ru
             lease_expires_at=timezone.now() + QUEUE_GRACE,
         )
         # It starts at once, on any worker, while its siblings are still being created.
-        _enqueue_on_commit(child.pk)
+        queue.enqueue_on_commit(child.pk)
     return child
 
 
@@ -201,14 +200,8 @@ def announce_children(run: Run, events: list[dict[str, Any]]) -> list[dict[str, 
         if child.status == Run.Status.QUEUED and (run.attempts > 1 or event["data"].get("reused")):
             # Made by a worker that died: its message may sit unacknowledged with that
             # worker's broker connection; send another (a repeated claim is a no-op).
-            _enqueue_on_commit(child.pk)
+            queue.enqueue_on_commit(child.pk)
     return out
-
-
-def _enqueue_on_commit(run_id: int) -> None:
-    from agentweb.runs.tasks import run_agent
-
-    transaction.on_commit(lambda: run_agent.delay(run_id))
 
 
 def task_result(child: Run) -> ev.SubtaskFinishedData:
@@ -235,8 +228,6 @@ def pause_update(run: Run, outcome: NeedsSubtasks) -> dict[str, Any]:
 
     When every awaited child ended meanwhile (before this commit), the run goes straight
     back to the queue; otherwise the last child's ending wakes it (``run_ended``)."""
-    from agentweb.runs.actions import QUEUE_GRACE
-
     ids = [int(i) for i in outcome.waiting_on if isinstance(i, int) or str(i).isdigit()]
     still = Run.objects.filter(parent=run, pk__in=ids, status__in=Run.ACTIVE).exists()
     if still:
@@ -246,7 +237,7 @@ def pause_update(run: Run, outcome: NeedsSubtasks) -> dict[str, Any]:
             "lease_owner": "",
             "lease_expires_at": None,
         }
-    _enqueue_on_commit(run.pk)
+    queue.enqueue_on_commit(run.pk)
     return {
         "status": Run.Status.QUEUED,
         "awaiting_tasks": [],
@@ -282,8 +273,6 @@ def run_ended(run: Run) -> None:
 def _wake(parent: Run) -> None:
     """The parent (row locked) goes back to the queue once none of its awaited children
     is active. The conditional UPDATE makes it exactly once."""
-    from agentweb.runs.actions import QUEUE_GRACE
-
     if parent.status != Run.Status.WAITING_SUBTASKS:
         return
     waiting = [int(i) for i in parent.awaiting_tasks or ()]
@@ -299,7 +288,7 @@ def _wake(parent: Run) -> None:
         publish.send_on_commit(
             publish.RUNS_GROUP, {"type": "run.status", "run": parent.pk, "status": parent.status}
         )
-        _enqueue_on_commit(parent.pk)
+        queue.enqueue_on_commit(parent.pk)
 
 
 def own_usage(usage: Mapping[str, Any]) -> dict[str, Any]:

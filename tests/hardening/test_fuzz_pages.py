@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentweb.accounts.roles import ensure_roles
-from agentweb.runs import actions
+from agentweb.runs import queue
 from tests.hardening.hostile import DEEP, odd_ids, odd_text
 from tests.web import factories as f
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def operator(monkeypatch: pytest.MonkeyPatch) -> Client:
-    monkeypatch.setattr(actions, "_enqueue", lambda run_id: None)
+    monkeypatch.setattr(queue, "send", lambda task, run_id: None)
     user = User.objects.create_user("operator", password="pw-123456789")
     user.groups.add(ensure_roles()["operator"])
     from agentweb.runs.models import AgentProfile

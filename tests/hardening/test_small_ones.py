@@ -187,11 +187,11 @@ def test_queued_runs_whose_messages_a_restarted_redis_lost_are_due_at_once(
     from datetime import timedelta
 
     from agentweb import celery as celery_app
-    from agentweb.runs import actions, tasks
+    from agentweb.runs import queue, tasks
     from agentweb.runs.models import Run
 
     sent: list[int] = []
-    monkeypatch.setattr(actions, "_enqueue", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr(queue, "send", lambda task, run_id: sent.append(run_id))
     later = timezone.now() + timedelta(seconds=60)
     old = f.make_run(shop["operator"], status="queued")
     new = f.make_run(shop["operator"], status="queued")

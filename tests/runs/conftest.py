@@ -30,11 +30,11 @@ def scripted(monkeypatch: pytest.MonkeyPatch, sample_registry: None) -> Scripted
 
 @pytest.fixture
 def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Capture run_agent.delay instead of sending to the broker."""
-    from agentweb.runs import tasks
+    """Capture the runs enqueued (``queue.send``'s messages) instead of sending them."""
+    from agentweb.runs import queue
 
     sent: list[int] = []
-    monkeypatch.setattr(tasks.run_agent, "delay", lambda run_id: sent.append(run_id))
+    monkeypatch.setattr(queue, "send", lambda task, run_id: sent.append(run_id))
     return sent
 
 

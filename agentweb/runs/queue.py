@@ -1,0 +1,56 @@
+"""Wake-up calls to the workers: the one way a run is enqueued.
+
+A Celery message only wakes a worker; PostgreSQL holds the run. So a message that cannot
+be sent (Redis away, restarting, refusing) never fails what stored the run: the run is
+marked due at once (``lease_expires_at`` now) and beat's sweep, which re-enqueues every
+queued or running run whose lease expired, sends it again when the broker is back.
+
+Messages go by task name, so nothing here imports the tasks (which import the engine).
+``enqueue_on_commit`` sends after the transaction that stored the run commits, as a
+*robust* on-commit callback: a failure is logged and the callbacks after it still run.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agentweb.celery import app
+from agentweb.runs.models import Run
+
+log = logging.getLogger(__name__)
+
+#: The task that advances a run (``agentweb.runs.tasks.run_agent``).
+RUN_AGENT = "agentweb.runs.tasks.run_agent"
+#: A queued run's ``lease_expires_at`` is the time by which a worker must have claimed it;
+#: past it the sweep enqueues it again (a lost message costs only this delay).
+QUEUE_GRACE = timedelta(seconds=60)
+
+
+def send(task: str, *args: Any) -> None:
+    """Send one message to the installation's queue; raises what the broker raises."""
+    app.send_task(task, args=list(args))
+
+
+def enqueue(run_id: int, task: str = RUN_AGENT) -> bool:
+    """Wake a worker for ``run_id`` now. Never raises for the broker: on a failure the
+    run is due at once for the sweep, and this returns False."""
+    try:
+        send(task, run_id)
+    except Exception as exc:  # kombu's OperationalError, a refused or reset connection ...
+        log.warning("could not enqueue run %s (%s); beat's sweep will send it", run_id, exc)
+        Run.objects.filter(pk=run_id, status=Run.Status.QUEUED).update(
+            lease_expires_at=timezone.now()
+        )
+        return False
+    return True
+
+
+def enqueue_on_commit(run_id: int, task: str = RUN_AGENT) -> None:
+    """``enqueue`` once the current transaction commits (at once outside of one)."""
+    transaction.on_commit(functools.partial(enqueue, run_id, task), robust=True)

@@ -1,0 +1,111 @@
+"""One enqueue for every run (``agentweb.runs.queue``), against a real broker that fails.
+
+The broker is a redis-server of the test's own that the test kills -9 at the moment a
+transaction that enqueues a run commits, then starts again empty: what stored the run
+neither fails nor skips the on-commit work after it, the run is due for the sweep at
+once, and the sweep sends it when the broker is back.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis as redis_py
+from django.db import transaction
+from django.utils import timezone
+
+from agentweb.celery import app
+from agentweb.runs import actions, delegation
+from agentweb.runs.models import AgentProfile, Run
+from tests.hardening.redis_server import RedisServer
+
+RUN_AGENT = "agentweb.runs.tasks.run_agent"
+
+
+@pytest.fixture
+def broker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RedisServer]:
+    """Our Celery app sends to a redis-server of this test (new connections, as after a
+    fork); the app's own pool and broker come back afterwards."""
+    server = RedisServer(tmp_path).start()
+    monkeypatch.setitem(app.conf, "broker_url", server.url)
+    monkeypatch.setitem(app.conf, "broker_write_url", server.url)
+    monkeypatch.setattr(app, "_pool", None)
+    monkeypatch.setattr(app.amqp, "_producer_pool", None)
+    yield server
+    app.pool.force_close_all()
+    server.stop()
+
+
+def sent_runs(server: RedisServer) -> list[int]:
+    """The run ids of the run_agent messages waiting in the installation's queue."""
+    client = redis_py.Redis.from_url(server.url)
+    try:
+        raw = client.lrange(app.conf.task_default_queue, 0, -1)
+    finally:
+        client.close()
+    ids = []
+    for item in raw:
+        message = json.loads(item)
+        assert message["headers"]["task"] == RUN_AGENT
+        args, _kwargs, _embed = json.loads(base64.b64decode(message["body"]))
+        ids.append(args[0])
+    return ids
+
+
+def parent_run(people: dict[str, Any]) -> Run:
+    coordinator = AgentProfile.objects.get(name="coordinator")
+    return Run.objects.create(
+        task="Parcel late and charged twice", agent=coordinator, created_by=people["operator"]
+    )
+
+
+def test_it_sends_by_task_name_to_the_installations_queue(
+    people: dict[str, Any], broker: RedisServer
+) -> None:
+    from agentweb.runs import tasks
+
+    assert tasks.run_agent.name == RUN_AGENT
+    parent = parent_run(people)
+    child = delegation.create_child(parent.pk, "shipping-specialist", "Where is A1001?", "c1")
+    assert sent_runs(broker) == [child.pk]
+
+
+def test_a_broker_that_fails_as_a_child_run_commits_fails_nothing(
+    people: dict[str, Any], broker: RedisServer
+) -> None:
+    parent = parent_run(people)
+    broker.kill9()
+    after: list[str] = []
+    with transaction.atomic():  # the tool call's transaction, with more work after commit
+        child = delegation.create_child(parent.pk, "billing-specialist", "Charged twice?", "c2")
+        transaction.on_commit(lambda: after.append("the next callback ran"))
+    assert after == ["the next callback ran"]
+    # delegate_task itself, as a tool thread calls it (its own outermost transaction)
+    second = delegation.create_child(parent.pk, "shipping-specialist", "Where is A1001?", "c3")
+    for run in (child, second):
+        run.refresh_from_db()
+        assert run.status == Run.Status.QUEUED
+        assert run.lease_expires_at is not None and run.lease_expires_at <= timezone.now()
+
+    broker.start()  # back, and empty: the messages were never sent anyway
+    assert sent_runs(broker) == []
+    assert sorted(actions.do_requeue_stale_runs()) == sorted([child.pk, second.pk])
+    assert sorted(sent_runs(broker)) == sorted([child.pk, second.pk])
+
+
+def test_a_broker_that_fails_as_a_run_is_started_fails_nothing(
+    people: dict[str, Any], broker: RedisServer
+) -> None:
+    broker.kill9()
+    run = actions.do_create_run(user=people["operator"], task="Where is order A1001?")
+    run.refresh_from_db()
+    assert run.status == Run.Status.QUEUED
+    assert run.lease_expires_at is not None and run.lease_expires_at <= timezone.now()
+    broker.start()
+    assert actions.do_requeue_stale_runs() == [run.pk]
+    assert sent_runs(broker) == [run.pk]
