@@ -9,11 +9,16 @@ with vision.
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import logging
 import struct
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
+
+from .messages import Attachment, Message, ToolMessage, UserMessage
 
 __all__ = [
     "MAX_IMAGES_PER_RESULT",
@@ -24,7 +29,11 @@ __all__ = [
     "StoredImage",
     "ToolOutput",
     "image_size",
+    "store_images",
+    "with_image_data",
 ]
+
+log = logging.getLogger(__name__)
 
 MAX_IMAGES_PER_RESULT = 4
 MAX_IMAGE_BYTES = 5 * 1024 * 1024  # the largest image the providers accept
@@ -133,3 +142,68 @@ class MemoryImageStore:
     def get(self, ref: str) -> bytes | None:
         with self._lock:
             return self._data.get(ref)
+
+
+def store_images(
+    store: ImageStore, images: Sequence[Image], data: dict[str, Any]
+) -> list[Attachment]:
+    """Store a tool result's images once; the conversation keeps the references returned
+    and the event's ``data`` gets ``images`` (and ``image_notes`` for any left out)."""
+    attachments: list[Attachment] = []
+    refs: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for image in images[:MAX_IMAGES_PER_RESULT]:
+        if len(image.data) > MAX_IMAGE_BYTES:
+            notes.append(f"an image of {len(image.data)} bytes was over {MAX_IMAGE_BYTES}")
+            continue
+        try:
+            stored = store.put(image)
+        except Exception as exc:
+            log.exception("storing an image failed")
+            notes.append(f"an image could not be stored ({type(exc).__name__})")
+            continue
+        refs.append(stored.to_json())
+        attachments.append(
+            Attachment(
+                media_type=stored.media_type,
+                ref=stored.ref,
+                width=stored.width,
+                height=stored.height,
+            )
+        )
+    if len(images) > MAX_IMAGES_PER_RESULT:
+        notes.append(f"only the first {MAX_IMAGES_PER_RESULT} images were kept")
+    if refs:
+        data["images"] = refs
+    if notes:
+        data["image_notes"] = notes
+    return attachments
+
+
+def with_image_data(messages: Sequence[Message], store: ImageStore, budget: int) -> list[Message]:
+    """``messages`` with the bytes of stored images filled in for a model call: the most
+    recent ``budget`` images (none for a model without vision), the others left out."""
+    out: list[Message] = []
+    for m in reversed(messages):
+        if not isinstance(m, UserMessage | ToolMessage) or not m.attachments:
+            out.append(m)
+            continue
+        kept: list[Attachment] = []
+        for a in reversed(m.attachments):
+            if budget <= 0:
+                break
+            if not a.data and a.ref:
+                try:
+                    raw = store.get(a.ref)
+                except Exception:
+                    log.exception("image %s could not be read from the store", a.ref)
+                    raw = None
+                if raw is None:
+                    continue
+                a = a.model_copy(update={"data": base64.b64encode(raw).decode("ascii")})
+            if a.data:
+                kept.insert(0, a)
+                budget -= 1
+        out.append(m.model_copy(update={"attachments": kept}))
+    out.reverse()
+    return out

@@ -15,6 +15,7 @@ from .messages import Attachment, Message, Usage
 
 __all__ = [
     "TERMINAL",
+    "CallState",
     "Cancelled",
     "DecidedBy",
     "Decision",
@@ -98,14 +99,32 @@ class StepResult:
 # -- state ---------------------------------------------------------------------------------
 
 
+CallState = Literal["queued", "awaiting", "waiting", "done"]
+
+#: The moves a call of a turn may make (``TurnCall`` methods make them, nothing else):
+#: queued → done (ran, reused or refused) | awaiting (a person must decide) | waiting
+#: (the tool suspended); awaiting → queued (approved) | done (rejected or not runnable);
+#: waiting → queued (woken). A done call never moves again.
+_MOVES: dict[str, frozenset[str]] = {
+    "queued": frozenset({"done", "awaiting", "waiting"}),
+    "awaiting": frozenset({"queued", "done"}),
+    "waiting": frozenset({"queued"}),
+    "done": frozenset(),
+}
+
+
 class TurnCall(BaseModel):
-    """One call of the current assistant turn while it is being resolved."""
+    """One call of the current assistant turn while it is being resolved.
+
+    Its ``state`` and the fields that belong to each state change only through the
+    methods below, one per transition (``_MOVES``); the fields stay plain so the turn is
+    stored as JSON between steps."""
 
     call_id: str
     name: str
     arguments: dict[str, Any] = Field(default_factory=dict)
-    state: Literal["queued", "awaiting", "waiting", "done"] = "queued"
-    reason: str | None = None
+    state: CallState = "queued"
+    reason: str | None = None  # why it is awaiting a person (see ``PendingCall.reason``)
     risk: str = "low"
     decision: Literal["approved", "rejected"] | None = None
     comment: str = ""
@@ -118,6 +137,68 @@ class TurnCall(BaseModel):
     fp: str | None = None  # fingerprint of name + arguments (repeat guards)
     announced: bool = False  # its approval_requested event was emitted
     policy_reason: str | None = None  # why no person was needed (or why one is)
+
+    def _move(self, to: CallState) -> None:
+        if to not in _MOVES[self.state]:
+            raise RuntimeError(f"call {self.call_id}: no move from {self.state} to {to}")
+        self.state = to
+
+    @property
+    def undecided(self) -> bool:
+        """Awaiting a person who has not decided yet."""
+        return self.state == "awaiting" and self.decision is None
+
+    def refuse(self, message: str) -> TurnCall:
+        """queued/awaiting → done: not run; ``message`` is the error result the model reads."""
+        self._move("done")
+        self.content, self.is_error = message, True
+        return self
+
+    def resolve(self, content: str, is_error: bool) -> None:
+        """queued → done: the tool ran (or the journal had its result)."""
+        self._move("done")
+        self.content, self.is_error, self.waiting_on = content, is_error, None
+
+    def ask(self, reason: str, why: str | None = None) -> None:
+        """queued → awaiting: a person decides (again, for a call whose earlier decision
+        no longer holds); its ``approval_requested`` is still to be announced."""
+        self._move("awaiting")
+        self.reason, self.decision, self.announced = reason, None, False
+        if why is not None:
+            self.policy_reason = why
+
+    def announce(self) -> bool:
+        """Mark its ``approval_requested`` as emitted; False when it was already."""
+        if not self.undecided or self.announced:
+            return False
+        self.announced = True
+        return True
+
+    def decide(self, approved: bool, comment: str, arguments: dict[str, Any] | None) -> None:
+        """A person's decision (the call stays awaiting until the next step acts on it);
+        ``arguments``: what the approver wants run instead (already validated)."""
+        if not self.undecided:
+            raise RuntimeError(f"call {self.call_id}: nothing to decide")
+        if arguments is not None:
+            self.arguments, self.edited = arguments, True
+        self.decision = "approved" if approved else "rejected"
+        self.comment = comment
+
+    def release(self) -> None:
+        """awaiting (approved) → queued: it runs in this step."""
+        if self.decision != "approved":
+            raise RuntimeError(f"call {self.call_id}: not approved")
+        self._move("queued")
+
+    def suspend(self, waiting_on: list[Any]) -> None:
+        """queued → waiting: the tool raised ``Suspend``; it runs again when woken."""
+        self._move("waiting")
+        self.waiting_on = waiting_on
+
+    def wake(self) -> None:
+        """waiting → queued: ask the suspended tool again (``waiting_on`` stays, so it is
+        not announced twice)."""
+        self._move("queued")
 
 
 class LoopState(BaseModel):
@@ -165,7 +246,7 @@ class LoopState(BaseModel):
                 reason=c.reason or "high_risk",
             )
             for c in self.turn or ()
-            if c.state == "awaiting" and c.decision is None
+            if c.undecided
         ]
 
     @property

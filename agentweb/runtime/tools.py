@@ -190,23 +190,6 @@ class Tool:
     def spec(self) -> ToolSpec:
         return self._spec
 
-    def needs_approval(self, args: Mapping[str, Any], risk: str | None = None) -> bool:
-        """True when a human must approve a call with ``args``. ``risk`` overrides the
-        tool's level (an override of "high" always asks). A failing policy asks (fail closed)."""
-        effective = risk or self.risk
-        if self.approval is None:
-            return effective == "high"
-        if risk == "high":
-            return True
-        if isinstance(self.approval, Threshold):
-            from .approvals import ApprovalGate
-
-            return ApprovalGate().verdict(self, args, effective, risk, {}).person
-        try:
-            return bool(self.approval(dict(args)))
-        except Exception:
-            return True
-
     def check_arguments(self, args: Mapping[str, Any]) -> None:
         """Run the tool's ``check``; raises ``ToolError`` with the reason it refuses.
         Any other failure of the check refuses too (fail closed)."""

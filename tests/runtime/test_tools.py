@@ -8,7 +8,13 @@ import pytest
 from pydantic import BaseModel, Field
 
 from agentweb.runtime import ToolArgumentError, ToolContext, ToolRegistry, load_tools, tool
+from agentweb.runtime.approvals import ApprovalGate
 from agentweb.runtime.tools import repair_keys
+
+
+def asks_person(t, args, override=None):
+    """What the agent's gate says of a call of ``t`` (with a profile's risk override)."""
+    return ApprovalGate().verdict(t, args, override or t.risk, override, {}).person
 
 
 class Reason(Enum):
@@ -90,11 +96,11 @@ def test_it_keeps_risk_timeout_and_policy():
     assert issue_refund.timeout == 5 and issue_refund.expected_duration == 0.2
     assert issue_refund.idempotent is False
     assert ship.risk == "low" and ship.idempotent is True and ship.timeout == 30.0
-    assert issue_refund.needs_approval({"amount": 25}) is True
-    assert issue_refund.needs_approval({"amount": 5}) is False  # refunds under 20: no approval
-    assert issue_refund.needs_approval({}) is True  # a failing policy fails closed
-    assert ship.needs_approval({}) is False
-    assert ship.needs_approval({}, risk="high") is True
+    assert asks_person(issue_refund, {"amount": 25}) is True
+    assert asks_person(issue_refund, {"amount": 5}) is False  # refunds under 20: no approval
+    assert asks_person(issue_refund, {}) is True  # a failing policy fails closed
+    assert asks_person(ship, {}) is False
+    assert asks_person(ship, {}, override="high") is True
 
 
 def test_it_explains_invalid_arguments_readably():
