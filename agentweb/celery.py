@@ -5,7 +5,12 @@ from datetime import timedelta
 
 from celery import Celery, signals
 
+from agentweb import broker
 from agentweb.observability import logs
+
+# kombu's Redis channel must not kill the worker while it closes a connection whose Redis
+# died (agentweb/broker.py says how, and links the upstream report).
+broker.install()
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentweb.settings")
 

@@ -153,9 +153,8 @@ def load_running_env(environ: Any = None) -> list[str]:
 
 
 MAX_CONNECTIONS = 400
-# Workers need neither gossip nor mingle (PostgreSQL holds the state); gossip's restart
-# after a broker reconnect is where kombu's "'NoneType' object has no attribute
-# 'hostname'" crash comes from.
+# Workers need neither gossip nor mingle (PostgreSQL holds the state), as in the README's
+# worker command line.
 LEAN = ["--without-gossip", "--without-mingle"]
 
 

@@ -1,7 +1,15 @@
-"""Redis killed -9 mid-run and started again empty.
+"""Redis killed -9 mid-run and started again empty, three times in a row.
 
-The test starts its own redis-server on a free port, a web process, a worker and beat on
-it, and kills Redis while every worker thread is busy with a run."""
+The test starts its own redis-server (TCP, and a unix socket as `make run`'s embedded
+Redis), a web process, beat, and a worker started with the README's own command line,
+and kills Redis while runs are in flight and a run page's socket is open.
+
+The worker has free threads when Redis dies (a few runs on eight threads, as under `make
+run`): its task channel is then inside a BRPOP with late-acked messages, the state in
+which kombu's close path used to raise ``AttributeError: 'NoneType' object has no
+attribute 'hostname'`` and kill the worker (agentweb/broker.py). A worker whose every
+thread is busy does not poll, and survived: the earlier version of this test (four runs
+on four threads, one kill) passed with the bug in place."""
 
 from __future__ import annotations
 
@@ -9,45 +17,54 @@ import asyncio
 import contextlib
 import json
 import os
+import re
+import shlex
 import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from agentweb.runs.models import Run, RunEvent
-from tests.conftest import Proc, start_beat, start_web, wait_for
+from tests.conftest import ROOT, Proc, start_beat, start_web, wait_for
 from tests.fakes.llm_server import FakeLLMServer, Recorded, Reply, oa_call, oa_reply
 from tests.hardening.redis_server import RedisServer
 
 pytestmark = pytest.mark.e2e
 
-
-def slow_script(delay: float) -> Any:
-    """Two model calls a run, each taking ``delay``: look something up, then answer."""
-
-    def respond(req: Recorded) -> Reply:
-        tools = [m for m in req.json["messages"] if m["role"] == "tool"]
-        if not tools:
-            call = oa_call("c-1", "search_kb", {"query": "damaged item refund"})
-            return Reply(delay=delay, json=oa_reply(tool_calls=[call]))
-        return Reply(delay=delay, json=oa_reply(content="All done."))
-
-    return respond
+KILLS = 3
+LONG_STEPS = 18  # the followed run's tool calls: it outlives the three outages
 
 
-def start_production_worker(env: dict[str, str], tmp: Any) -> Proc:
-    """A worker started as docker-compose starts one: gossip, mingle and heartbeats on."""
-    proc = Proc(
-        "worker",
-        [sys.executable, "-m", "celery", "-A", "agentweb", "worker", "-P", "threads", "-c", "4"]
-        + ["-l", "INFO", "-n", f"faults-{os.getpid()}@%h"],
-        env,
-        tmp / "worker.log",
-    )
+def script(req: Recorded) -> Reply:
+    """Short runs: two model calls of 1.5 s. The LONGRUN one: LONG_STEPS look-ups of 3 s
+    each, then the answer."""
+    messages = req.json["messages"]
+    done = sum(1 for m in messages if m["role"] == "tool")
+    task = next(str(m["content"]) for m in messages if m["role"] == "user")
+    steps, delay = (LONG_STEPS, 3.0) if "LONGRUN" in task else (1, 1.5)
+    if done < steps:
+        call = oa_call(f"c-{done}", "search_kb", {"query": f"damaged item refund {done}"})
+        return Reply(delay=delay, json=oa_reply(tool_calls=[call]))
+    return Reply(delay=delay, json=oa_reply(content="All done."))
+
+
+def readme_worker_command() -> list[str]:
+    """The worker command line the README tells people to run on any machine."""
+    readme = (Path(ROOT) / "README.md").read_text()
+    found = re.search(r"`(celery -A agentweb worker [^`]+)`", readme)
+    assert found, "the README no longer shows a worker command line"
+    return shlex.split(found.group(1))
+
+
+def start_readme_worker(env: dict[str, str], tmp: Any) -> Proc:
+    argv = readme_worker_command()
+    # As the README says it, plus INFO logs to see it become ready.
+    proc = Proc("worker", [sys.executable, "-m", *argv, "-l", "INFO"], env, tmp / "worker.log")
     wait_for(lambda: "ready." in proc.output() or proc.proc.poll() is not None, 60, 0.1)
     assert proc.proc.poll() is None, proc.output()
     return proc
@@ -66,7 +83,8 @@ def faulty_stack(
     demo: Any, redis: RedisServer, stack_env: dict[str, str], tmp_path: Any
 ) -> Iterator[dict[str, Any]]:
     llm = FakeLLMServer().__enter__()
-    llm.responder = slow_script(1.5)
+    llm.responder = script
+    llm.record = False
     env = {
         **stack_env,
         "REDIS_URL": redis.url,
@@ -78,7 +96,7 @@ def faulty_stack(
         "AGENTWEB_QUEUE": f"redis-faults-{os.getpid()}",
     }
     web, url = start_web(env, tmp_path)
-    worker = start_production_worker(env, tmp_path)
+    worker = start_readme_worker(env, tmp_path)
     beat = start_beat(env, tmp_path)
     procs = {"web": web, "worker": worker, "beat": beat}
     yield {"url": url, "env": env, "llm": llm, **procs}
@@ -152,57 +170,78 @@ def _token(username: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {ApiToken.issue(user)}"}
 
 
-def test_redis_kill_9_mid_run_no_worker_dies_and_runs_finish(
+def test_redis_kill_9_three_times_no_worker_dies_and_runs_finish(
     faulty_stack: dict[str, Any], redis: RedisServer
 ) -> None:
     client = httpx.Client(base_url=faulty_stack["url"], headers=_token("operator"), timeout=10)
-    ids = []
-    for i in range(4):
-        created = client.post("/api/runs", json={"task": f"Customer {i}: item arrived damaged"})
-        assert created.status_code == 201, created.text
-        ids.append(created.json()["id"])
-    # Every worker thread is inside a run (waiting for the slow model) when Redis dies.
-    wait_for(lambda: Run.objects.filter(pk__in=ids, status="running").count() == 4, 30)
-    follower = Follower(faulty_stack["url"], ids[0], _session_cookie("operator"))
-    wait_for(lambda: follower.first("state", 0), 10)
-    killed = time.monotonic()
-    redis.kill9()
-    time.sleep(1.0)
-
-    # While Redis is down a run is still stored and answered 201, quickly.
-    started = time.monotonic()
-    during = client.post("/api/runs", json={"task": "Created while Redis is down"})
-    answered_in = time.monotonic() - started
-    assert during.status_code == 201, during.text
-    assert answered_in < 5, answered_in
-    ids.append(during.json()["id"])
-    time.sleep(2.0)
-
-    # The open page was told the live feed is interrupted (it shows "reconnecting").
-    assert follower.first("live", killed, ok=False) is not None, follower.messages[-3:]
-    stored_meanwhile = RunEvent.objects.filter(run_id=ids[0]).count()
-    redis.start()  # empty: every queue, unacked message and group membership is gone
-    back = time.monotonic()
-    # ... and resumes within 5 s: live again, and what was stored meanwhile arrives.
-    wait_for(lambda: follower.first("live", back, ok=True), 10)
-    resumed = follower.first("live", back, ok=True)
-    assert resumed is not None and resumed - back < 5, resumed and resumed - back
-    wait_for(lambda: max(follower.seqs_after(0), default=0) >= stored_meanwhile, 10)
     worker: Proc = faulty_stack["worker"]
-    wait_for(lambda: Run.objects.filter(pk__in=ids, status__in=Run.FINAL).count() == 5, 60)
-    assert time.monotonic() - back < 45
+
+    def create(task: str) -> int:
+        created = client.post("/api/runs", json={"task": task})
+        assert created.status_code == 201, created.text
+        return int(created.json()["id"])
+
+    followed = create("LONGRUN: a look into a damaged item")
+    wait_for(lambda: Run.objects.filter(pk=followed, status="running").exists(), 30)
+    follower = Follower(faulty_stack["url"], followed, _session_cookie("operator"))
+    wait_for(lambda: follower.first("state", 0), 10)
+    ids = [followed]
+    first_kill = 0.0
+    for round_ in range(KILLS):
+        # A few runs in flight, fewer than the worker's threads: it still polls for more.
+        batch = [create(f"Customer {round_}-{i}: item arrived damaged") for i in range(3)]
+        ids += batch
+        wait_for(lambda b=batch: Run.objects.filter(pk__in=b, status="running").count() == 3, 30)
+        killed = time.monotonic()
+        first_kill = first_kill or killed
+        redis.kill9()
+        time.sleep(1.0)
+
+        # While Redis is down a run is still stored and answered 201, quickly.
+        started = time.monotonic()
+        outage_run = create(f"Created while Redis is down ({round_})")
+        assert time.monotonic() - started < 5
+        ids.append(outage_run)
+        time.sleep(2.0)
+        assert "Unrecoverable error" not in worker.output(), worker.output()[-3000:]
+        assert worker.proc.poll() is None, worker.output()[-3000:]
+
+        # The open page was told the live feed is interrupted (it shows "reconnecting").
+        assert follower.first("live", killed, ok=False) is not None, follower.messages[-3:]
+        stored_meanwhile = RunEvent.objects.filter(run_id=followed).count()
+        redis.start()  # empty: every queue, unacked message and group membership is gone
+        back = time.monotonic()
+        # The page is live again within 5 s, and what was stored meanwhile arrives ...
+        wait_for(lambda b=back: follower.first("live", b, ok=True), 10)
+        resumed = follower.first("live", back, ok=True)
+        assert resumed is not None and resumed - back < 5, resumed and resumed - back
+        wait_for(lambda n=stored_meanwhile: max(follower.seqs_after(0), default=0) >= n, 5)
+        # ... and so does the next event stored after Redis's return, within 5 s of it.
+        later = RunEvent.objects.filter(run_id=followed).count() + 1
+        wait_for(lambda n=later: RunEvent.objects.filter(run_id=followed).count() >= n, 10)
+        stored_at = time.monotonic()
+        wait_for(lambda n=later: max(follower.seqs_after(0), default=0) >= n, 5)
+        assert time.monotonic() - stored_at < 5
+        # The run created during the outage starts within 30 s of Redis's return.
+        wait_for(lambda r=outage_run: Run.objects.filter(pk=r).exclude(status="queued"), 30)
+        assert time.monotonic() - back < 30
+        assert worker.proc.poll() is None, worker.output()[-3000:]
+
+    wait_for(lambda: Run.objects.filter(pk__in=ids, status__in=Run.FINAL).count() == len(ids), 90)
     statuses = dict(Run.objects.filter(pk__in=ids).values_list("pk", "status"))
     assert set(statuses.values()) == {"succeeded"}, statuses
-    # ... and the worker is alive and still takes work after the restart.
+    # No worker exit in the 60 s after the first kill, nor later; it still takes work.
+    wait_for(lambda: time.monotonic() - first_kill >= 60, 70, 0.5)
     log = worker.output()
     assert worker.proc.poll() is None, log[-3000:]
     assert "Unrecoverable error" not in log, log[-3000:]
-    after = client.post("/api/runs", json={"task": "After the restart"}).json()["id"]
+    after = create("After the restarts")
     run = wait_for(lambda: Run.objects.filter(pk=after, status__in=Run.FINAL).first(), 30)
     assert run.status == "succeeded"
     assert worker.proc.poll() is None
     # The page got every event of its run, in order, over the one socket it opened.
-    total = RunEvent.objects.filter(run_id=ids[0]).count()
+    total = RunEvent.objects.filter(run_id=followed).count()
+    assert total >= 2 * LONG_STEPS, total
     wait_for(lambda: max(follower.seqs_after(0), default=0) >= total, 10)
     assert sorted(set(follower.seqs_after(0))) == list(range(1, total + 1))
     assert follower.closed is None, follower.closed

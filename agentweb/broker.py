@@ -1,0 +1,56 @@
+"""A shim for kombu's Redis transport: a channel whose connection was already torn down
+closes with a connection error instead of an ``AttributeError`` that kills the worker.
+
+What happens without it (kombu 5.7.0, celery 5.7.0, the latest releases), when Redis dies
+under a worker that has runs in flight (late-acked messages) and a free thread (so its
+task channel is inside a BRPOP):
+
+1. The consumer's event loop gets a ``ConnectionError`` and calls
+   ``Consumer.on_connection_error_after_connected``, which first ``collect()``s the
+   connection: ``_do_close_self()`` closes the task channel, whose ``close()`` first
+   finishes the pending BRPOP, fails on the dead socket and raises *before* the channel
+   is marked closed; closing the remote-control (pidbox) channel then raises too, while
+   it deletes its fanout queue, so the transport gives up closing the rest. ``collect()``
+   then detaches the transport: ``transport.client = None``.
+2. Celery then ``close()``s the same connection "to release the old socket". The task
+   channel is closed a second time; this time it gets past the BRPOP and, as any channel
+   closes, restores its unacknowledged messages; that needs a Redis client, whose
+   parameters come from ``transport.client``, now ``None``: ``AttributeError: 'NoneType'
+   object has no attribute 'hostname'``. ``ignore_errors`` only swallows connection and
+   channel errors, so it reaches the worker: "Unrecoverable error", the worker exits.
+
+The same traceback from another close path (gossip's) is kombu issue 582,
+https://github.com/celery/kombu/issues/582 ; kombu's Redis channel still builds its
+connection parameters from a transport that may have been detached. Here a channel that
+has no connection left raises the transport's own ``ConnectionError``, which every
+caller on the close paths already ignores. Nothing is lost by not restoring those
+messages: a Redis that died lost them anyway, and the runs they woke are PostgreSQL rows
+that beat's sweep re-enqueues (``requeue_stale_runs``) once their lease expires.
+
+``tests/hardening/test_broker_shim.py`` shows the crash without the shim on the same
+sequence, and ``tests/hardening/test_redis_faults.py`` kills a real Redis under the worker.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kombu.transport import redis as kombu_redis
+from redis import exceptions as redis_exceptions
+
+_original_connparams = kombu_redis.Channel._connparams
+
+
+def _connparams(self: Any, asynchronous: bool = False) -> Any:
+    transport = self.connection
+    if transport is None or transport.client is None:
+        raise redis_exceptions.ConnectionError(
+            "this broker channel's connection is closed (its Redis went away)"
+        )
+    return _original_connparams(self, asynchronous=asynchronous)
+
+
+def install() -> None:
+    """Patch kombu's Redis channel once per process (idempotent)."""
+    if kombu_redis.Channel._connparams is not _connparams:
+        kombu_redis.Channel._connparams = _connparams  # type: ignore[method-assign]
