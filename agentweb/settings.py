@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "csp",
     "agentweb.accounts",
     "agentweb.shop",
+    "agentweb.tickets",
     "agentweb.runs",
     "agentweb.web",
 ]

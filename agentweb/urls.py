@@ -12,6 +12,7 @@ urlpatterns = [
     path("accounts/login/", LoginView.as_view(), name="login"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("account/", include("agentweb.accounts.urls")),
+    path("api/", include("agentweb.tickets.api_urls")),
     path("api/", include("agentweb.runs.api_urls")),
     path("", include("agentweb.web.urls")),
 ]

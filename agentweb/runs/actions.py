@@ -32,6 +32,7 @@ from agentweb.runs.models import AgentProfile, Approval, AuditEntry, Run, RunEve
 from agentweb.runs.queue import QUEUE_GRACE
 from agentweb.runtime import events as ev
 from agentweb.runtime.tools import ToolError
+from agentweb.tickets.models import Ticket
 
 log = logging.getLogger(__name__)
 
@@ -108,8 +109,6 @@ def do_create_run(
     agent_name: str | None = None,
     ticket_id: int | None = None,
 ) -> Run:
-    from agentweb.shop.models import Ticket
-
     allowed, why = may_start_run(user)
     if not allowed:
         raise NotAllowed(why)
@@ -129,7 +128,7 @@ def do_create_run(
         if ticket is None:
             raise NotFound(f"no ticket {ticket_id}")
         if not task:
-            task = f"Handle ticket #{ticket.pk}: {ticket.subject}\n\n{ticket.body}"
+            task = ticket.as_task()
     with transaction.atomic():
         if ticket is not None:
             # One active run per ticket: the ticket's row lock orders simultaneous starts.

@@ -149,18 +149,13 @@ def render_prompt(template: str, variables: dict[str, str]) -> str:
 
 def prompt_variables(run: Run) -> dict[str, str]:
     ticket = run.ticket
-    customer = ticket.customer if ticket else None
     return {
         "user": run.created_by.get_username(),
         "now": timezone.now().strftime("%Y-%m-%d %H:%M UTC"),
-        "ticket": (
-            f"#{ticket.pk} from {customer.name} ({customer.code}): {ticket.subject}\n{ticket.body}"
-            if ticket and customer
-            else "(no ticket)"
-        ),
+        "ticket": ticket.as_prompt() if ticket else "(no ticket)",
         "ticket_id": str(ticket.pk) if ticket else "",
-        "customer": f"{customer.name} ({customer.code})" if customer else "(unknown)",
-        "customer_id": customer.code if customer else "",
+        "customer": ticket.customer_label if ticket else "(unknown)",
+        "customer_id": ticket.customer_id if ticket else "",
         "tools": ", ".join(registry().names()),
     }
 

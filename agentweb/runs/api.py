@@ -208,31 +208,6 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
     return JsonResponse(approval.as_json())
 
 
-@api_view(("GET",))
-def tickets(request: HttpRequest) -> HttpResponse:
-    from agentweb.shop.models import Ticket
-
-    qs = Ticket.objects.select_related("customer")
-    status = request.GET.get("status")
-    if status:
-        qs = qs.filter(status=status)
-    return JsonResponse(
-        {
-            "tickets": [
-                {
-                    "id": t.pk,
-                    "subject": t.subject,
-                    "body": t.body,
-                    "customer": t.customer.code,
-                    "customer_name": t.customer.name,
-                    "status": t.status,
-                }
-                for t in qs[:500]
-            ]
-        }
-    )
-
-
 # --- agent profiles -----------------------------------------------------------------
 
 

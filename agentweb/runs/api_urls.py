@@ -8,7 +8,6 @@ urlpatterns = [
     path("runs/<int:run_id>", api.run_detail, name="api-run"),
     path("runs/<int:run_id>/events", api.run_events, name="api-run-events"),
     path("runs/<int:run_id>/cancel", api.run_cancel, name="api-run-cancel"),
-    path("tickets", api.tickets, name="api-tickets"),
     path("agents", api.agent_profiles, name="api-agents"),
     path("agents/<str:name>", api.agent_profile, name="api-agent"),
     path("approvals", api.approvals, name="api-approvals"),

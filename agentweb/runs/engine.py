@@ -228,7 +228,7 @@ def _after_crash(run_id: int, owner: str, exc: Exception) -> str | None:
 
 
 def _drive(run_id: int, owner: str, held: _Held) -> str:
-    run = Run.objects.select_related("agent", "created_by", "ticket__customer").get(pk=run_id)
+    run = Run.objects.select_related("agent", "created_by", "ticket").get(pk=run_id)
     journal = DbJournal(run, tool_of=registry().get, risk_of=lambda name: _risk(run, name))
     agent = build_agent(run, journal)
     facts = run_context(run)

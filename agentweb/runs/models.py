@@ -166,7 +166,7 @@ class Run(models.Model):
     agent = models.ForeignKey(AgentProfile, on_delete=models.PROTECT, related_name="runs")
     model = models.CharField(max_length=120, blank=True)
     ticket = models.ForeignKey(
-        "shop.Ticket", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+        "tickets.Ticket", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
     )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="runs"

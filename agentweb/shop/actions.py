@@ -18,6 +18,8 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agentweb.runtime.tools import ToolError
+from agentweb.tickets import actions as ticket_actions
+from agentweb.tickets.models import Ticket
 
 from .models import (
     AddressChange,
@@ -25,11 +27,9 @@ from .models import (
     Customer,
     CustomerFact,
     CustomerNote,
-    CustomerReply,
     Order,
     Refund,
     Shipment,
-    Ticket,
     WriteRecord,
 )
 
@@ -273,49 +273,80 @@ def update_shipping_address(order_id: str, address: str, *, key: str | None) -> 
 
 
 def send_customer_reply(
-    customer_id: str, message: str, *, ticket_id: str | None, key: str | None
+    customer_id: str | None,
+    message: str,
+    *,
+    ticket_id: str | None,
+    key: str | None,
+    author: str = "assistant",
+    run_id: int | None = None,
 ) -> dict[str, Any]:
+    """Write an outgoing message to a customer: on the run's ticket when there is one
+    (to its requester; ``customer_id``, when given, must be the ticket's customer), else on
+    a new ticket for the customer ``customer_id`` names. Delivery is the ticket's source's
+    business (``agentweb.tickets``)."""
     text = _require_text(message, "reply", minimum=2)
+    wanted = normalise_code(customer_id) if customer_id and str(customer_id).strip() else ""
 
     def perform() -> dict[str, Any]:
-        customer = find_customer(customer_id)
-        ticket = None
         if ticket_id is not None and str(ticket_id).strip():
             ticket = _find_ticket(str(ticket_id))
-            if ticket.customer_id != customer.pk:
-                raise ShopRuleError(
-                    f"Ticket #{ticket.pk} belongs to customer {ticket.customer.code}; a reply "
-                    f"on it may only go to {ticket.customer.code}, not {customer.code}."
-                )
-        reply = CustomerReply.objects.create(
-            customer=customer, ticket=ticket, message=text, sent_at=timezone.now()
-        )
-        if ticket is not None and ticket.status == Ticket.Status.OPEN:
-            # The ball is now in the customer's court.
-            ticket.status = Ticket.Status.PENDING
-            ticket.save(update_fields=["status"])
+            _check_recipient(ticket, wanted)
+        elif wanted:
+            customer = find_customer(wanted)
+            ticket = ticket_actions.do_open_ticket(
+                subject=f"Message from the support team to {customer.name}",
+                requester_email=customer.email,
+                requester_name=customer.name,
+                fields={"customer_id": customer.code},
+            )
+        else:
+            raise ShopRuleError(
+                "This run has no ticket, so the reply needs a customer_id to go to (e.g. C001)."
+            )
+        reply = ticket_actions.do_add_outgoing(ticket, text, author=author, run_id=run_id, key=key)
         return {
-            "status": "sent",
+            "status": "written",
             "reply_id": f"M{reply.pk}",
-            "customer_id": customer.code,
-            "to": customer.email,
-            "ticket_id": str(ticket.pk) if ticket is not None else None,
-            "sent_at": reply.sent_at.isoformat(),
+            "customer_id": ticket.customer_id or None,
+            "to": ticket.requester_email,
+            "ticket_id": str(ticket.pk),
+            "written_at": reply.at.isoformat(),
         }
 
-    return run_once(
-        "send_customer_reply", key, {"customer_id": customer_id, "message": text}, perform
-    )
+    return run_once("send_customer_reply", key, {"customer_id": wanted, "message": text}, perform)
+
+
+def _check_recipient(ticket: Ticket, wanted: str) -> None:
+    """A reply on a ticket goes to its requester: a ``customer_id`` given must be the
+    ticket's own customer (or, on a ticket without one, a customer with the requester's
+    email address)."""
+    if not wanted:
+        return
+    own = normalise_code(ticket.customer_id)
+    if own:
+        if own != wanted:
+            raise ShopRuleError(
+                f"Ticket #{ticket.pk} belongs to customer {own}; a reply on it may only go "
+                f"to {own}, not {wanted}."
+            )
+        return
+    customer = find_customer(wanted)
+    if customer.email.lower() != ticket.requester_email.lower():
+        raise ShopRuleError(
+            f"Ticket #{ticket.pk} was written by {ticket.requester_email or 'someone else'}, "
+            f"not by customer {customer.code}; leave customer_id out to answer its requester."
+        )
 
 
 def _find_ticket(ticket_id: str) -> Ticket:
     raw = ticket_id.strip().lstrip("#")
     if not raw.isdigit():
         raise ShopRuleError(f"Ticket id {ticket_id!r} is not a ticket number.")
-    try:
-        return Ticket.objects.select_related("customer").get(pk=int(raw))
-    except Ticket.DoesNotExist:
-        raise ShopRuleError(f"No ticket #{raw}.") from None
+    ticket = Ticket.objects.select_for_update().filter(pk=int(raw)).first()
+    if ticket is None:
+        raise ShopRuleError(f"No ticket #{raw}.")
+    return ticket
 
 
 def add_customer_note(

@@ -51,13 +51,6 @@ class ShipmentAdmin(admin.ModelAdmin):
     inlines = (ShipmentEventInline,)
 
 
-@admin.register(models.Ticket)
-class TicketAdmin(admin.ModelAdmin):
-    list_display = ("id", "subject", "customer", "order", "status", "created_at")
-    list_filter = ("status",)
-    search_fields = ("subject", "body", "customer__code")
-
-
 @admin.register(models.KBArticle)
 class KBArticleAdmin(admin.ModelAdmin):
     list_display = ("slug", "title", "category", "updated_at")
@@ -86,7 +79,6 @@ class CustomerFactAdmin(admin.ModelAdmin):
 admin.site.register(
     [
         models.CustomerNote,
-        models.CustomerReply,
         models.CarrierEscalation,
         models.AddressChange,
         models.WriteRecord,

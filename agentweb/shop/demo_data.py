@@ -19,6 +19,8 @@ from decimal import Decimal
 
 from django.db import transaction
 
+from agentweb.tickets.models import DEMO_SOURCE, Message, Ticket
+
 from .kb_data import KB_ARTICLES
 from .models import (
     Customer,
@@ -32,7 +34,6 @@ from .models import (
     Refund,
     Shipment,
     ShipmentEvent,
-    Ticket,
 )
 
 SEED = 20261123
@@ -647,6 +648,37 @@ def _write_kb() -> None:
     )
 
 
+def _write_tickets(plan: _Plan, customers: dict[str, Customer]) -> None:
+    """The demo tickets (source ``demo``), keyed by customer and subject; their ``fields``
+    name the shop's customer and order."""
+    existing = set(
+        Ticket.objects.filter(source=DEMO_SOURCE).values_list("fields__customer_id", "subject")
+    )
+    for code, number, subject, body, status, age in plan.tickets:
+        if (code, subject) in existing:
+            continue
+        customer = customers[code]
+        at = BASE - _days(age)
+        fields = {"customer_id": code, **({"order_id": number} if number else {})}
+        ticket = Ticket.objects.create(
+            source=DEMO_SOURCE,
+            subject=subject,
+            requester_email=customer.email,
+            requester_name=customer.name,
+            status=status,
+            fields=fields,
+            created_at=at,
+            updated_at=at,
+        )
+        Message.objects.create(
+            ticket=ticket,
+            direction=Message.Direction.IN,
+            author=customer.name,
+            body=body.format(first=customer.name.split()[0]),
+            at=at,
+        )
+
+
 def seed_shop() -> dict[str, int]:
     """Create the demo shop's data (idempotent) and return the number of rows per kind."""
     plan = build_plan()
@@ -680,20 +712,7 @@ def seed_shop() -> dict[str, int]:
         _write_inventory()
         _write_kb()
         _write_orders(rng, plan.orders, customers)
-        numbers = [t[1] for t in plan.tickets if t[1]]
-        orders = {o.number: o for o in Order.objects.filter(number__in=numbers)}
-        for code, number, subject, body, status, age in plan.tickets:
-            customer = customers[code]
-            Ticket.objects.get_or_create(
-                customer=customer,
-                subject=subject,
-                defaults={
-                    "body": body.format(first=customer.name.split()[0]),
-                    "order": orders.get(number) if number else None,
-                    "status": status,
-                    "created_at": BASE - _days(age),
-                },
-            )
+        _write_tickets(plan, customers)
     return {
         "customers": Customer.objects.count(),
         "orders": Order.objects.count(),
@@ -701,8 +720,10 @@ def seed_shop() -> dict[str, int]:
         "refunds": Refund.objects.count(),
         "inventory_items": InventoryItem.objects.count(),
         "kb_articles": KBArticle.objects.count(),
-        "tickets": Ticket.objects.count(),
-        "open_tickets": Ticket.objects.filter(status=Ticket.Status.OPEN).count(),
+        "tickets": Ticket.objects.filter(source=DEMO_SOURCE).count(),
+        "open_tickets": Ticket.objects.filter(
+            source=DEMO_SOURCE, status=Ticket.Status.OPEN
+        ).count(),
     }
 
 

@@ -1,4 +1,7 @@
-"""Demo shop models: customers, orders, shipments, inventory, refunds, KB and tickets.
+"""Demo shop models: customers, orders, shipments, inventory, refunds and the KB.
+
+Tickets are agentweb's own (``agentweb.tickets``); a demo ticket names its customer and
+order in its ``fields`` (``customer_id``, ``order_id``).
 
 The demo shop stands in for a company's real systems. Ids that customers and the agent
 see are the ``code`` / ``number`` / ``tracking_number`` / ``sku`` fields ("C001",
@@ -232,23 +235,6 @@ class CustomerNote(models.Model):
         return f"note on {self.customer_id}"
 
 
-class CustomerReply(models.Model):
-    """A message sent to a customer (the demo shop's outbox)."""
-
-    customer = models.ForeignKey(Customer, on_delete=models.CASCADE, related_name="replies")
-    ticket = models.ForeignKey(
-        "Ticket", on_delete=models.SET_NULL, null=True, blank=True, related_name="replies"
-    )
-    message = models.TextField()
-    sent_at = models.DateTimeField()
-
-    class Meta:
-        ordering = ["sent_at", "id"]
-
-    def __str__(self) -> str:
-        return f"reply to {self.customer_id} at {self.sent_at:%Y-%m-%d %H:%M}"
-
-
 class CustomerFact(models.Model):
     """Long-term memory about a customer that outlives a run (one value per key)."""
 
@@ -288,36 +274,6 @@ class KBArticle(models.Model):
 
     def __str__(self) -> str:
         return self.title
-
-
-class Ticket(models.Model):
-    class Status(models.TextChoices):
-        OPEN = "open", "Open"
-        PENDING = "pending", "Pending"
-        CLOSED = "closed", "Closed"
-
-    subject = models.CharField(max_length=200)
-    body = models.TextField()
-    customer = models.ForeignKey(Customer, on_delete=models.PROTECT, related_name="tickets")
-    order = models.ForeignKey(
-        Order, on_delete=models.SET_NULL, null=True, blank=True, related_name="tickets"
-    )
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
-    created_at = models.DateTimeField()
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-        indexes = [models.Index(fields=["status", "-created_at"])]
-
-    def __str__(self) -> str:
-        return f"#{self.pk} {self.subject}"
-
-    def as_task(self) -> str:
-        """The text an assistant run on this ticket starts with."""
-        head = f"Ticket #{self.pk} from customer {self.customer.code} ({self.customer.name})"
-        if self.order_id is not None and self.order is not None:
-            head += f" about order {self.order.number}"
-        return f"{head}\nSubject: {self.subject}\n\n{self.body}"
 
 
 class WriteRecord(models.Model):

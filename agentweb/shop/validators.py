@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .models import AddressChange, CustomerReply, Order, Refund, Ticket
+from agentweb.tickets.models import Message, Ticket
+
+from .models import AddressChange, Order, Refund
 
 # A claim states an action as done. A negation or condition in or just before the
 # matched words ("no refund has been issued", "once approved") makes it no claim.
@@ -173,7 +175,7 @@ def tool_results_of(state: Any) -> list[ToolResult]:
 def _ticket(ticket_id: int | str | None) -> Ticket | None:
     if ticket_id is None or not str(ticket_id).strip().isdigit():
         return None
-    return Ticket.objects.select_related("customer", "order").filter(pk=int(ticket_id)).first()
+    return Ticket.objects.filter(pk=int(ticket_id)).first()
 
 
 def _pk(value: Any, prefix: str) -> int | None:
@@ -214,7 +216,9 @@ def _evidence(
                 return True
     elif kind == "reply to the customer":
         reply_pks = [_pk(r.get("reply_id"), "M") for r in ours]
-        if CustomerReply.objects.filter(pk__in=[p for p in reply_pks if p]).exists():
+        if Message.objects.filter(
+            pk__in=[p for p in reply_pks if p], direction=Message.Direction.OUT
+        ).exists():
             return True
     return since is not None and _recent_in_scope(kind, ticket, answer, since)
 
@@ -222,8 +226,9 @@ def _evidence(
 def _scope(ticket: Ticket | None, answer: str) -> set[str]:
     """Order numbers the answer is about: those it names and the ticket's order."""
     numbers = {m.upper() for m in _ORDER_ID.findall(answer)}
-    if ticket is not None and ticket.order is not None:
-        numbers.add(ticket.order.number)
+    order_id = (ticket.fields or {}).get("order_id") if ticket is not None else None
+    if isinstance(order_id, str) and order_id.strip():
+        numbers.add(order_id.strip().upper())
     return numbers
 
 
@@ -239,4 +244,6 @@ def _recent_in_scope(kind: str, ticket: Ticket | None, answer: str, since: datet
         ).exists()
     if ticket is None:
         return False
-    return CustomerReply.objects.filter(customer=ticket.customer, sent_at__gte=since).exists()
+    return Message.objects.filter(
+        ticket=ticket, direction=Message.Direction.OUT, at__gte=since
+    ).exists()

@@ -32,7 +32,9 @@ from agentweb.middleware import BadInput, strict_json
 from agentweb.runs import actions
 from agentweb.runs import export as run_export
 from agentweb.runs.models import AgentProfile, Approval, Run, RunEvent, RunImage
-from agentweb.shop.models import Ticket
+from agentweb.tickets.context import domain_context
+from agentweb.tickets.models import Ticket
+from agentweb.tickets.serialize import with_thread
 from agentweb.web import fragments, outcome, run_tree, timeline
 from agentweb.web.forms import AgentProfileForm, ImportForm, RunSearchForm, TaskForm
 
@@ -83,9 +85,7 @@ def home(request: Request) -> HttpResponse:
 @require_GET
 def tickets(request: Request) -> HttpResponse:
     status = request.GET.get("status", "open")
-    qs = Ticket.objects.select_related("customer", "order").prefetch_related(
-        "order__shipments", "order__items", "customer__facts"
-    )
+    qs = with_thread(Ticket.objects.all())
     if status in Ticket.Status.values:
         qs = qs.filter(status=status)
     ticket_list = list(qs[:200])
@@ -95,16 +95,12 @@ def tickets(request: Request) -> HttpResponse:
     ):
         if run.ticket_id is not None:
             runs_by_ticket.setdefault(run.ticket_id, []).append(run)
-    orders_count = dict(
-        Ticket.objects.filter(pk__in=[t.pk for t in ticket_list])
-        .annotate(n=Count("customer__orders"))
-        .values_list("pk", "n")
-    )
+    context = domain_context(ticket_list)
     rows = [
         {
             "ticket": t,
             "runs": runs_by_ticket.get(t.pk, [])[:3],
-            "orders": orders_count.get(t.pk),
+            "context": context.get(t.pk, []),
             # one active run per ticket: the card links to it instead of starting another
             "active": next((r for r in runs_by_ticket.get(t.pk, []) if r.is_active), None),
         }

@@ -54,7 +54,7 @@ from django.test import Client  # noqa: E402
 
 from agentweb.runs import actions  # noqa: E402
 from agentweb.runs.models import Approval, Run, RunEvent  # noqa: E402
-from agentweb.shop.models import Ticket  # noqa: E402
+from agentweb.tickets.models import Ticket  # noqa: E402
 from tests.conftest import start_web, start_worker  # noqa: E402
 from tests.fakes.llm_server import FakeLLMServer, Recorded, Reply, oa_call, oa_reply  # noqa: E402
 

@@ -187,7 +187,7 @@ def test_replay_steps_through_a_finished_run(login: Any, demo: dict) -> None:
 
 
 def test_the_runs_list_follows_statuses_live(login: Any, demo: dict) -> None:
-    from agentweb.shop.models import Ticket
+    from agentweb.tickets.models import Ticket
 
     ticket = Ticket.objects.get(subject=REFUND_TICKET)
     run = actions.do_create_run(user=demo["operator"], task="", ticket_id=ticket.pk)

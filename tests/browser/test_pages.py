@@ -12,7 +12,7 @@ import pytest
 
 from agentweb.runs import actions
 from agentweb.runs.models import Run, ToolExecution
-from agentweb.shop.models import Ticket
+from agentweb.tickets.models import Ticket
 from tests.web import factories as f
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e]

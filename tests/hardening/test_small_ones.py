@@ -24,18 +24,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def shop() -> dict[str, Any]:
-    from agentweb.shop.models import Customer, Ticket
+    from agentweb.shop.models import Customer
+    from tests.tickets.factories import make_ticket
 
     now = timezone.now()
     customer = Customer.objects.create(
         code="C-9001", name="Ada Secretcustomer", email="a@x.y", created_at=now
     )
-    ticket = Ticket.objects.create(
-        customer=customer,
-        subject="Confidential parcel lost",
-        body="Body of the ticket",
-        created_at=now,
-    )
+    ticket = make_ticket("Confidential parcel lost", "Body of the ticket", customer=customer)
     operator = User.objects.create_user("operator", password="pw-123456789")
     operator.groups.add(ensure_roles()["operator"])
     run = f.make_run(operator, task="Refund for Ada Secretcustomer")

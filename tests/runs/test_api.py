@@ -105,15 +105,14 @@ def test_the_start_body_is_refused_with_words(people, enqueued, body, message) -
 def test_a_ticket_alone_starts_a_run_as_the_document_says(people, enqueued) -> None:
     from django.utils import timezone
 
-    from agentweb.shop.models import Customer, Ticket
+    from agentweb.shop.models import Customer
+    from tests.tickets.factories import make_ticket
 
     now = timezone.now()
     customer = Customer.objects.create(
         code="C9", name="Ann", email="ann@example.com", created_at=now
     )
-    ticket = Ticket.objects.create(
-        customer=customer, subject="Late", body="Where is it?", created_at=now
-    )
+    ticket = make_ticket("Late", "Where is it?", customer=customer)
     body = Client().get("/api/openapi.json").json()["paths"]["/api/runs"]["post"]["requestBody"]
     schema = body["content"]["application/json"]["schema"]
     assert "required" not in schema and {"required": ["ticket"]} in schema["anyOf"]

@@ -10,7 +10,8 @@ import pytest
 
 from agentweb.runs import actions, agents
 from agentweb.runs.models import Approval, Run, RunEvent
-from agentweb.shop.models import CustomerReply, Refund, Ticket
+from agentweb.shop.models import Refund
+from agentweb.tickets.models import Message, Ticket
 from tests.runs.test_delegation import _close_pool_connections, drain  # noqa: F401
 from tools.ticket.demo import scenario_for
 
@@ -32,9 +33,9 @@ def _approve_all(run_ids: list[int], approver: Any) -> int:
 
 
 def test_the_coordinator_splits_the_ticket_and_writes_one_reply(shop, enqueued) -> None:
-    ticket = Ticket.objects.get(order__number="A1026")
+    ticket = Ticket.objects.get(fields__order_id="A1026")
     # The ticket assistant would play one scenario; the coordinator splits it.
-    assert scenario_for(f"{ticket.subject}\n\n{ticket.body}") == "duplicate_charge"
+    assert scenario_for(f"{ticket.subject}\n\n{ticket.first_body()}") == "duplicate_charge"
     run = actions.do_create_run(
         user=shop["operator"], task="", agent_name="coordinator", ticket_id=ticket.pk
     )
@@ -62,8 +63,8 @@ def test_the_coordinator_splits_the_ticket_and_writes_one_reply(shop, enqueued) 
     assert run.status == Run.Status.SUCCEEDED, run.failure_reason
     refunds = Refund.objects.filter(order__number="A1026")
     assert refunds.count() == 1
-    reply = CustomerReply.objects.get(customer=ticket.customer)
-    assert "UPS" in reply.message and "refunded the duplicate" in reply.message
+    reply = Message.objects.get(ticket=ticket, direction="out")
+    assert "UPS" in reply.body and "refunded the duplicate" in reply.body
     types = list(RunEvent.objects.filter(run=run).values_list("type", flat=True))
     assert types.count("subtask_started") == 2 and types.count("subtask_finished") == 2
     assert run.usage["children"]["model_calls"] >= 4

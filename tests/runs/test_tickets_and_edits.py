@@ -26,17 +26,13 @@ def post(client: Client, url: str, data: Any) -> Any:
 
 
 def a_ticket() -> Any:
-    from agentweb.shop.models import Customer, Ticket
+    from agentweb.shop.models import Customer
+    from tests.tickets.factories import make_ticket
 
     customer = Customer.objects.create(
         code="C9", name="Grace", email="g@example.com", created_at=timezone.now()
     )
-    return Ticket.objects.create(
-        subject="Broken mug",
-        body="It arrived broken.",
-        customer=customer,
-        created_at=timezone.now(),
-    )
+    return make_ticket("Broken mug", "It arrived broken.", customer=customer)
 
 
 def test_a_busy_ticket_answers_409_with_its_active_run(people, scripted, enqueued) -> None:
@@ -100,14 +96,13 @@ def test_a_later_run_on_the_ticket_sees_what_earlier_runs_did(people, scripted, 
 
 
 def a_ticket2() -> Any:
-    from agentweb.shop.models import Customer, Ticket
+    from agentweb.shop.models import Customer
+    from tests.tickets.factories import make_ticket
 
     customer = Customer.objects.create(
         code="C8", name="Ada", email="a@example.com", created_at=timezone.now()
     )
-    return Ticket.objects.create(
-        subject="Late", body="Where is it?", customer=customer, created_at=timezone.now()
-    )
+    return make_ticket("Late", "Where is it?", customer=customer)
 
 
 def test_an_edit_that_breaks_the_tools_rules_is_422_and_stays_pending(

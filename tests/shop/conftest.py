@@ -20,8 +20,8 @@ from agentweb.shop.models import (
     Payment,
     Shipment,
     ShipmentEvent,
-    Ticket,
 )
+from tests.tickets.factories import make_ticket
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
@@ -128,10 +128,7 @@ def shop(db: None) -> dict[str, Any]:
     make_shipment(shipped, "1ZAAAAAA0300000001", "in_transit")
     make_shipment(delivered, "1ZAAAAAA0300000002", "delivered")
     make_shipment(label, "1ZAAAAAA0300000003", "label_created")
-    ticket = Ticket.objects.create(
-        subject="Where is my teapot?", body="Order A1002", customer=ada, order=shipped,
-        created_at=T0,
-    )  # fmt: skip
+    ticket = make_ticket("Where is my teapot?", "Order A1002", customer=ada, order=shipped, at=T0)
     InventoryItem.objects.create(
         sku="KIT-0101", name="Stoneware Teapot", price=Decimal("38.00"), on_hand=0
     )

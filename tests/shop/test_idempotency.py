@@ -12,11 +12,11 @@ from agentweb.shop.models import (
     CarrierEscalation,
     CustomerFact,
     CustomerNote,
-    CustomerReply,
     Order,
     Refund,
     WriteRecord,
 )
+from agentweb.tickets.models import Message
 
 from .conftest import make_customer, make_order
 
@@ -28,7 +28,7 @@ WRITES = [
         {"order_id": "A1001", "address": "48 Harbor Street, Portland, OR 97201"},
         AddressChange,
     ),
-    ("send_customer_reply", {"customer_id": "C001", "message": "Hello"}, CustomerReply),
+    ("send_customer_reply", {"customer_id": "C001", "message": "Hello"}, Message),
     ("add_customer_note", {"customer_id": "C001", "note": "Called back"}, CustomerNote),
     (
         "escalate_to_carrier",

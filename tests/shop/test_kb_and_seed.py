@@ -17,8 +17,8 @@ from agentweb.shop.models import (
     KBArticle,
     Order,
     Shipment,
-    Ticket,
 )
+from agentweb.tickets.models import Ticket
 from tools.ticket.demo import scenario_for
 
 NOW = datetime(2026, 11, 1, tzinfo=UTC)
@@ -90,7 +90,7 @@ def _fingerprint():
             )
         ),
         "tickets": sorted(
-            Ticket.objects.values_list("customer__code", "subject", "status", "created_at")
+            Ticket.objects.values_list("fields__customer_id", "subject", "status", "created_at")
         ),
         "stock": list(InventoryItem.objects.values_list("sku", "on_hand", "restock_date")),
     }
@@ -100,7 +100,7 @@ def _wipe():
     from agentweb.shop import models as m
 
     for model in (
-        m.Ticket, m.Refund, m.CustomerReply, m.CustomerFact, m.CustomerNote, m.Order,
+        Ticket, m.Refund, m.CustomerFact, m.CustomerNote, m.Order,
         m.Customer, m.InventoryItem, m.KBArticle,
     ):  # fmt: skip
         model.objects.all().delete()
@@ -140,7 +140,7 @@ def test_it_seeds_deterministically(db):
 def test_it_opens_tickets_for_every_scenario(db):
     demo_data.seed_shop()
     played = {
-        scenario_for(f"{t.subject}\n\n{t.body}")
+        scenario_for(f"{t.subject}\n\n{t.first_body()}")
         for t in Ticket.objects.filter(status=Ticket.Status.OPEN)
     }
     assert played == {
@@ -151,10 +151,14 @@ def test_it_opens_tickets_for_every_scenario(db):
 
 def test_it_keeps_open_tickets_consistent_with_their_orders(db):
     demo_data.seed_shop()
-    for ticket in Ticket.objects.filter(status="open").select_related("order", "customer"):
-        if ticket.order is not None:
-            assert ticket.order.number in ticket.body
-            assert ticket.order.customer_id == ticket.customer_id
+    for ticket in Ticket.objects.filter(status="open"):
+        assert ticket.source == "demo"
+        customer = Customer.objects.get(code=ticket.customer_id)
+        assert (ticket.requester_email, ticket.requester_name) == (customer.email, customer.name)
+        number = ticket.fields.get("order_id")
+        if number is not None:
+            assert number in ticket.first_body()
+            assert Order.objects.get(number=number).customer == customer
     assert Order.objects.get(number="A1017").payments.count() == 2
     assert Order.objects.get(number="A1008").status == "paid"
     assert Order.objects.get(number="A1010").status == "shipped"

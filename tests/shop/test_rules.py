@@ -11,11 +11,10 @@ from agentweb.shop.actions import ShopRuleError
 from agentweb.shop.models import (
     AddressChange,
     CarrierEscalation,
-    CustomerReply,
     Order,
     Refund,
-    Ticket,
 )
+from agentweb.tickets.models import Message, Ticket
 
 
 def asks_person(tool, args):
@@ -188,17 +187,48 @@ def test_it_replies_to_the_tickets_customer(shop, call):
         "send_customer_reply", ticket_id=str(ticket.pk), customer_id="C001", message="Hello Ada"
     )
     assert result["to"] == "c001@example.com"
-    reply = CustomerReply.objects.get()
-    assert reply.ticket == ticket
+    assert result["ticket_id"] == str(ticket.pk) and result["customer_id"] == "C001"
+    reply = Message.objects.get(direction="out")
+    assert reply.ticket == ticket and reply.body == "Hello Ada"
+    assert result["reply_id"] == f"M{reply.pk}"
     ticket.refresh_from_db()
     assert ticket.status == Ticket.Status.PENDING
+
+
+def test_it_replies_to_the_requester_without_a_customer_id(shop, call):
+    ticket = shop["ticket"]
+    result = call("send_customer_reply", ticket_id=str(ticket.pk), message="Hello Ada")
+    assert result["to"] == "c001@example.com" and result["ticket_id"] == str(ticket.pk)
+    assert Message.objects.get(direction="out").ticket == ticket
+
+
+def test_without_a_ticket_a_reply_opens_one_for_the_named_customer(shop, call):
+    result = call("send_customer_reply", customer_id="c002", message="About your order")
+    ticket = Ticket.objects.get(pk=int(result["ticket_id"]))
+    assert ticket.fields == {"customer_id": "C002"} and ticket.requester_email == "c002@example.com"
+    assert [(m.direction, m.body) for m in ticket.thread()] == [("out", "About your order")]
+    with pytest.raises(ShopRuleError, match="needs a customer_id"):
+        call("send_customer_reply", call_id="call_2", message="To whom?")
+
+
+def test_on_a_ticket_without_a_customer_id_only_the_requesters_customer_fits(shop, call):
+    from tests.tickets.factories import make_ticket
+
+    ticket = make_ticket(source="email", requester_email="C002@example.com")
+    with pytest.raises(ShopRuleError, match="not by customer C001"):
+        call("send_customer_reply", ticket_id=str(ticket.pk), customer_id="C001", message="Hi")
+    result = call(
+        "send_customer_reply", call_id="call_2", ticket_id=str(ticket.pk), customer_id="C002",
+        message="Hi",
+    )  # fmt: skip
+    assert result["to"] == "C002@example.com"
 
 
 def test_it_refuses_a_reply_to_another_customer(shop, call):
     ticket = shop["ticket"]
     with pytest.raises(ShopRuleError, match=r"belongs to customer C001.*only go to C001, not C002"):
         call("send_customer_reply", ticket_id=str(ticket.pk), customer_id="C002", message="Hi")
-    assert not CustomerReply.objects.exists()
+    assert not Message.objects.filter(direction="out").exists()
 
 
 def test_it_refuses_a_reply_on_an_unknown_ticket(shop, call):
@@ -214,7 +244,8 @@ def test_it_refuses_an_unknown_customer(shop, call):
 
 
 def test_it_replies_without_a_ticket_to_any_known_customer(shop, call):
-    assert call("send_customer_reply", customer_id="C002", message="Hi Bob")["ticket_id"] is None
+    result = call("send_customer_reply", customer_id="C002", message="Hi Bob")
+    assert result["ticket_id"] != str(shop["ticket"].pk) and result["to"] == "c002@example.com"
 
 
 # --- carrier ------------------------------------------------------------------------

@@ -17,14 +17,14 @@ from agentweb.runtime.tools import load_tools
 from agentweb.shop.demo_data import seed_shop
 from agentweb.shop.models import (
     CarrierEscalation,
+    Customer,
     CustomerFact,
     CustomerNote,
-    CustomerReply,
     Order,
     Refund,
-    Ticket,
 )
 from agentweb.shop.validators import validator_for_ticket
+from agentweb.tickets.models import Message, Ticket
 from tools.ticket.demo import DemoModel
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -70,7 +70,7 @@ class Played:
 def _counts(order: Order | None) -> dict[str, int]:
     return {
         "refunds": Refund.objects.filter(order=order).count() if order else 0,
-        "replies": CustomerReply.objects.count(),
+        "replies": Message.objects.filter(direction="out").count(),
     }
 
 
@@ -85,17 +85,20 @@ def play(
 ) -> Played:
     """Run the ticket with ``subject`` to the end, deciding approvals with ``approve``."""
     seed_shop()
-    ticket = Ticket.objects.select_related("customer", "order").get(subject=subject)
-    customer = ticket.customer
+    ticket = Ticket.objects.get(subject=subject)
+    customer = Customer.objects.get(code=ticket.customer_id)
+    order = Order.objects.filter(number=ticket.fields.get("order_id")).first()
     if task_format == "lead":  # what the runs app sends: ids in the system prompt
         system = (
             "You are the ticket assistant. It is 2026-11-29 10:00 UTC.\n"
-            "The ticket in front of you:\n"
-            f"#{ticket.pk} from {customer.name} ({customer.code}): {ticket.subject}\n{ticket.body}"
+            f"The ticket in front of you:\n{ticket.as_prompt()}"
         )
-        task = f"Handle ticket #{ticket.pk}: {ticket.subject}\n\n{ticket.body}"
-    else:
-        system, task = "", ticket.as_task()
+        task = ticket.as_task()
+    else:  # everything in the task: who, which order, what they wrote
+        head = f"Ticket #{ticket.pk} from customer {customer.code} ({customer.name})"
+        if order is not None:
+            head += f" about order {order.number}"
+        system, task = "", f"{head}\nSubject: {ticket.subject}\n\n{ticket.first_body()}"
     agent = Agent(
         DemoModel(),
         load_tools(["tools.ticket"]),
@@ -109,7 +112,7 @@ def play(
         result = agent.step(state)
         played.events += result.events
         if isinstance(result.outcome, NeedsApproval):
-            played.states_at_approval.append(_counts(ticket.order))
+            played.states_at_approval.append(_counts(order))
             decisions = []
             for pending in result.outcome.calls:
                 played.approvals.append(pending.tool)
@@ -125,8 +128,10 @@ def play(
     return played
 
 
-def reply_to(customer_code: str) -> CustomerReply:
-    return CustomerReply.objects.get(customer__code=customer_code)
+def reply_to(customer_code: str) -> Message:
+    return Message.objects.get(
+        direction="out", ticket__fields__contains={"customer_id": customer_code}
+    )
 
 
 # --- delivery -----------------------------------------------------------------------
@@ -142,7 +147,7 @@ def test_it_traces_a_parcel_marked_delivered_but_not_received():
     assert "never arrived" in trace.reason
     fact = CustomerFact.objects.get(customer__code="C001", key="last_carrier_trace")
     assert trace.reference in fact.value and fact.source_run == f"t{p.ticket.pk}"
-    assert trace.reference in reply_to("C001").message
+    assert trace.reference in reply_to("C001").body
     assert p.approvals == ["send_customer_reply"]
     assert not Refund.objects.filter(order__number="A1001").exists()
     assert trace.reference in p.answer
@@ -159,7 +164,7 @@ def test_it_tells_where_a_moving_parcel_is():
     # Without today's date (no system prompt) the parcel is simply on its way.
     p = play("Where is my order?", task_format="as_task")
     assert p.tools == ["get_order", "track_shipment", "send_customer_reply"]
-    assert "expects to deliver it by 2026-11-25" in reply_to("C003").message
+    assert "expects to deliver it by 2026-11-25" in reply_to("C003").body
     assert not CarrierEscalation.objects.exists()
 
 
@@ -169,14 +174,14 @@ def test_it_traces_a_parcel_past_its_delivery_date():
     assert p.tools == ["get_order", "track_shipment", "escalate_to_carrier", "send_customer_reply"]
     trace = CarrierEscalation.objects.get(shipment__order__number="A1003")
     assert "4 days late" in trace.reason
-    message = reply_to("C003").message
+    message = reply_to("C003").body
     assert "running late" in message and trace.reference in message
 
 
 def test_it_escalates_a_parcel_stuck_with_an_exception():
     play("Order is late, tracking has not moved")
     trace = CarrierEscalation.objects.get(shipment__order__number="A1004")
-    assert trace.reference in reply_to("C004").message
+    assert trace.reference in reply_to("C004").body
 
 
 # --- damage -------------------------------------------------------------------------
@@ -188,7 +193,7 @@ def test_it_refunds_a_damaged_item_only_after_approval():
     assert p.states_at_approval[0]["refunds"] == 0  # nothing happened while waiting
     refund = Refund.objects.get(order__number="A1005")
     assert refund.amount == Decimal("38.00")
-    assert "38.00" in reply_to("C005").message
+    assert "38.00" in reply_to("C005").body
 
 
 def test_it_explains_instead_of_retrying_a_rejected_damage_refund():
@@ -197,7 +202,7 @@ def test_it_explains_instead_of_retrying_a_rejected_damage_refund():
     assert p.proposed.count("issue_refund") == 1
     assert "Ask for a photo first" in p.answer and "rejected" in p.answer
     assert CustomerNote.objects.filter(customer__code="C005", body__contains="rejected").exists()
-    assert not CustomerReply.objects.exists()
+    assert not Message.objects.filter(direction="out").exists()
 
 
 def test_it_refunds_a_small_damage_without_approval():
@@ -216,7 +221,7 @@ def test_it_cancels_an_unshipped_order_after_approval():
     order = Order.objects.get(number="A1008")
     assert order.status == "cancelled"
     assert order.refunded_amount() == Decimal("149.00")
-    assert "149.00" in reply_to("C008").message
+    assert "149.00" in reply_to("C008").body
 
 
 def test_it_leaves_the_order_alone_when_the_cancellation_is_rejected():
@@ -230,8 +235,8 @@ def test_it_explains_that_a_shipped_order_cannot_be_cancelled():
     p = play("Cancel A1010")
     assert "cancel_order" not in p.tools
     assert Order.objects.get(number="A1010").status == "shipped"
-    assert "can no longer cancel" in reply_to("C010").message
-    assert "30 days" in reply_to("C010").message
+    assert "can no longer cancel" in reply_to("C010").body
+    assert "30 days" in reply_to("C010").body
 
 
 def test_it_changes_the_address_before_shipping():
@@ -239,7 +244,7 @@ def test_it_changes_the_address_before_shipping():
     order = Order.objects.get(number="A1011")
     assert order.shipping_address == "48 Harbor Street, Apt 3, Portland, OR 97201, USA"
     assert order.address_changes.count() == 1
-    assert "48 Harbor Street" in reply_to("C011").message
+    assert "48 Harbor Street" in reply_to("C011").body
 
 
 def test_it_asks_the_carrier_to_redirect_a_shipped_order():
@@ -249,7 +254,7 @@ def test_it_asks_the_carrier_to_redirect_a_shipped_order():
     assert "77 Elm Road" not in order.shipping_address
     trace = CarrierEscalation.objects.get(shipment__order=order)
     assert "77 Elm Road, Austin, TX 78701, USA" in trace.reason
-    assert trace.reference in reply_to("C013").message
+    assert trace.reference in reply_to("C013").body
 
 
 # --- stock and billing --------------------------------------------------------------
@@ -258,13 +263,13 @@ def test_it_asks_the_carrier_to_redirect_a_shipped_order():
 def test_it_answers_an_out_of_stock_question_with_the_restock_date():
     p = play("Sleeping bag back in stock?")
     assert p.tools[:2] == ["check_inventory", "search_kb"]
-    message = reply_to("C014").message
+    message = reply_to("C014").body
     assert "sold out" in message and "2026-12-11" in message
 
 
 def test_it_confirms_an_item_in_stock():
     play("Matcha kits in stock?")
-    assert "in stock right now" in reply_to("C016").message
+    assert "in stock right now" in reply_to("C016").body
 
 
 def test_it_refunds_a_real_duplicate_charge():
@@ -280,7 +285,7 @@ def test_it_explains_a_pending_authorization_instead_of_refunding():
     p = play("Duplicate charge on my card")
     assert "issue_refund" not in p.tools
     assert not Refund.objects.filter(order__number="A1018").exists()
-    assert "pending card authorization" in reply_to("C018").message
+    assert "pending card authorization" in reply_to("C018").body
     assert CustomerNote.objects.filter(customer__code="C018", body__contains="one capture")
 
 
@@ -291,7 +296,7 @@ def test_it_handles_an_angry_repeat_customer_with_their_history():
     p = play("THIRD time writing about my order")
     assert p.tools[:3] == ["get_customer", "get_customer_notes", "recall_customer_facts"]
     trace = CarrierEscalation.objects.get(shipment__order__number="A1019")
-    message = reply_to("C019").message
+    message = reply_to("C019").body
     assert "4 times" in message and trace.reference in message
     assert "keep to email" in message  # the remembered preference
     # the carrier's status in words, not its code ("is exception.")
@@ -310,7 +315,7 @@ def test_it_explains_a_refund_beyond_policy_that_the_approver_rejects():
     )
     assert not Refund.objects.filter(order__number="A1021").exists()
     assert p.proposed.count("issue_refund") == 1  # not retried
-    message = reply_to("C021").message
+    message = reply_to("C021").body
     assert "30 days" in message and "not able to refund" in message
     assert "rejected the exception" in p.answer
     thoughts = [e.data["text"] for e in p.events if e.type == "model_called"]
@@ -321,7 +326,7 @@ def test_it_explains_a_refund_beyond_policy_that_the_approver_rejects():
 def test_it_refunds_beyond_policy_when_the_approver_grants_an_exception():
     play("Money back for the throw")
     assert Refund.objects.get(order__number="A1022").amount == Decimal("79.00")
-    assert "one-time exception" in reply_to("C022").message
+    assert "one-time exception" in reply_to("C022").body
 
 
 def test_it_answers_a_general_question_from_the_kb_without_changing_anything():
@@ -329,7 +334,7 @@ def test_it_answers_a_general_question_from_the_kb_without_changing_anything():
     assert p.approvals == []
     assert "international-shipping" in p.answer and "7 to 14 business days" in p.answer
     assert (
-        not CustomerReply.objects.exists()
+        not Message.objects.filter(direction="out").exists()
         and not Refund.objects.filter(created_at__year__gte=2027).exists()
     )
 

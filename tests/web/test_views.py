@@ -14,7 +14,9 @@ from django.utils import timezone
 
 from agentweb.accounts.roles import ensure_roles
 from agentweb.runs.models import AgentProfile, Approval, Run
-from agentweb.shop.models import Customer, Ticket
+from agentweb.shop.models import Customer
+from agentweb.tickets.models import Ticket
+from tests.tickets.factories import make_ticket
 from tests.web import factories as f
 
 pytestmark = pytest.mark.django_db
@@ -259,12 +261,7 @@ def ticket() -> Ticket:
     customer = Customer.objects.create(
         code="C900", name="Ada Example", email="ada@example.com", created_at=timezone.now()
     )
-    return Ticket.objects.create(
-        subject="Where is my parcel?",
-        body="Order A9 has not arrived.",
-        customer=customer,
-        created_at=timezone.now(),
-    )
+    return make_ticket("Where is my parcel?", "Order A9 has not arrived.", customer=customer)
 
 
 def test_tickets_show_customer_context_and_start_a_run(
@@ -547,9 +544,7 @@ def test_the_ticket_inbox_shows_what_is_remembered_about_the_customer(people: di
     customer = Customer.objects.create(
         code="C900", name="Mia", email="m@example.com", created_at=timezone.now()
     )
-    Ticket.objects.create(
-        subject="Where is it", body="?", customer=customer, created_at=timezone.now()
-    )
+    make_ticket("Where is it", "?", customer=customer)
     CustomerFact.objects.create(
         customer=customer,
         key="preferred_contact",

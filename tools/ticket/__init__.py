@@ -16,9 +16,11 @@ enforces raises ``ShopRuleError`` whose message says why; the runtime hands it t
 model as an error result.
 
 A company replaces this module with its own (``AGENTWEB_TOOLS``) to act on its real
-systems. Besides its tools the module hands agentweb two domain pieces: ``CONTEXT_HINTS``
-(facts, synonyms and the summary prompt for the context policy) and ``demo_model()``, the
-scripted model ``AGENTWEB_MODEL=demo`` plays (its scenarios live in ``tools.ticket.demo``).
+systems. Besides its tools the module hands agentweb three domain pieces: ``CONTEXT_HINTS``
+(facts, synonyms and the summary prompt for the context policy), ``demo_model()``, the
+scripted model ``AGENTWEB_MODEL=demo`` plays (its scenarios live in ``tools.ticket.demo``),
+and ``ticket_context(tickets)``, what the ticket pages show beside a ticket (the shop's
+customer, order and memory, found through the ticket's ``fields``).
 The claims validator is ``agentweb.shop.validators.claims_validator``; profiles name it.
 """
 
@@ -26,6 +28,7 @@ from typing import Any
 
 from .hints import HINTS as CONTEXT_HINTS
 from .memory import recall_customer_facts, remember_customer_fact
+from .panels import ticket_context
 from .read import (
     check_inventory,
     get_customer,
@@ -68,6 +71,7 @@ __all__ = [
     "remember_customer_fact",
     "search_kb",
     "send_customer_reply",
+    "ticket_context",
     "track_shipment",
     "update_shipping_address",
 ]

@@ -24,6 +24,7 @@ from agentweb.shop.models import (
     Order,
     kb_search_vector,
 )
+from agentweb.tickets.models import Ticket
 
 KB_RESULTS = 5
 KB_BODY_CHARS = 1200
@@ -160,7 +161,9 @@ def get_customer(customer_id: str) -> dict[str, Any]:
             }
             for o in orders
         ],
-        "open_tickets": customer.tickets.filter(status="open").count(),
+        "open_tickets": Ticket.objects.filter(
+            fields__contains={"customer_id": customer.code}, status=Ticket.Status.OPEN
+        ).count(),
     }
 
 

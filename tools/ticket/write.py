@@ -80,18 +80,25 @@ def update_shipping_address(
 
 @tool(risk="high")
 def send_customer_reply(
-    customer_id: str, message: str, *, ctx: ToolContext | None = None
+    customer_id: str | None = None, *, message: str, ctx: ToolContext | None = None
 ) -> dict[str, Any]:
-    """Send an email reply to the customer of the ticket being worked on.
+    """Reply to the customer of the ticket being worked on, through the ticket's channel
+    (their mailbox or helpdesk).
 
-    Only the ticket's own customer can be written to.
+    The reply goes to the ticket's requester. Without a ticket, name the customer.
 
     Args:
-        customer_id: The customer id, e.g. "C001"; must be the ticket's customer.
+        customer_id: Optional: the customer id, e.g. "C001"; when given it must be the
+            ticket's customer. Needed only when the run has no ticket.
         message: The full text of the reply, written to the customer.
     """
     return actions.send_customer_reply(
-        customer_id, message, ticket_id=ctx.subject if ctx else None, key=idempotency_key(ctx)
+        customer_id,
+        message,
+        ticket_id=ctx.subject if ctx else None,
+        key=idempotency_key(ctx),
+        author=author(ctx),
+        run_id=int(ctx.run_id) if ctx and ctx.run_id and ctx.run_id.isdigit() else None,
     )
 
 

@@ -1,0 +1,158 @@
+"""Tickets and their thread of messages (DESIGN §11).
+
+``(source, external_id)`` is unique in the database, so simultaneous deliveries of one
+ticket make one row; ``queue`` is a plain indexed field (teams will own queues).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
+from django.db import models
+from django.utils import timezone
+
+#: Sources that are not webhook sources (a webhook source may not take these names).
+API_SOURCE = "api"
+EMAIL_SOURCE = "email"
+DEMO_SOURCE = "demo"
+RESERVED_SOURCES = (API_SOURCE, EMAIL_SOURCE, DEMO_SOURCE)
+
+MAX_SUBJECT = 500
+MAX_TAG = 100
+MAX_QUEUE = 100
+
+
+class Ticket(models.Model):
+    class Status(models.TextChoices):
+        OPEN = "open", "Open"
+        PENDING = "pending", "Pending"
+        SOLVED = "solved", "Solved"
+        CLOSED = "closed", "Closed"
+
+    source = models.CharField(max_length=64, default=API_SOURCE)
+    external_id = models.CharField(max_length=500, blank=True)  # "": none
+    subject = models.CharField(max_length=MAX_SUBJECT)
+    requester_email = models.CharField(max_length=320, blank=True)
+    requester_name = models.CharField(max_length=200, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.OPEN)
+    queue = models.CharField(max_length=MAX_QUEUE, blank=True, db_index=True)
+    tags = ArrayField(models.CharField(max_length=MAX_TAG), default=list, blank=True)
+    fields = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-updated_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "external_id"],
+                condition=~models.Q(external_id=""),
+                name="tickets_source_external_id_unique",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["status", "-updated_at"], name="tickets_status_updated"),
+            models.Index(fields=["source", "-updated_at"], name="tickets_source_updated"),
+            GinIndex(fields=["tags"], name="tickets_tags_gin"),
+            # fields @> {"customer_id": ...}: a customer's tickets
+            GinIndex(fields=["fields"], opclasses=["jsonb_path_ops"], name="tickets_fields_gin"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.pk} {self.subject}"
+
+    @property
+    def customer_id(self) -> str:
+        """The customer id a source mapped into ``fields`` (the demo: ``C001``), or ""."""
+        value = (self.fields or {}).get("customer_id")
+        return str(value) if isinstance(value, str | int) else ""
+
+    @property
+    def requester_label(self) -> str:
+        return self.requester_name or self.requester_email or "unknown requester"
+
+    @property
+    def customer_label(self) -> str:
+        """Who wrote, as a prompt names them: ``Ann Lee (C001)``."""
+        cid = self.customer_id
+        return f"{self.requester_label} ({cid})" if cid else self.requester_label
+
+    def thread(self) -> list[Message]:
+        cached = getattr(self, "_prefetched_objects_cache", {}).get("messages")
+        if cached is not None:
+            return sorted(cached, key=lambda m: (m.at, m.pk))
+        return list(self.messages.order_by("at", "pk"))
+
+    def first_body(self) -> str:
+        """The first incoming message's text (what §4's ``body`` is)."""
+        return next((m.body for m in self.thread() if m.direction == Message.Direction.IN), "")
+
+    def as_prompt(self) -> str:
+        """The ticket in a system prompt (``{{ticket}}``): who, subject, first message."""
+        return f"#{self.pk} from {self.customer_label}: {self.subject}\n{self.first_body()}"
+
+    def as_task(self) -> str:
+        """The text a run on this ticket starts with: the subject and the thread so far."""
+        thread = self.thread()
+        first = next((m for m in thread if m.direction == Message.Direction.IN), None)
+        parts = [f"Handle ticket #{self.pk}: {self.subject}\n\n{first.body if first else ''}"]
+        for m in thread:
+            if m is first:
+                continue
+            who = "The customer wrote again" if m.direction == "in" else "We replied"
+            parts.append(f"--- {who} ({m.at:%Y-%m-%d %H:%M} UTC):\n{m.body}")
+        return "\n\n".join(p.rstrip() for p in parts)
+
+
+class Message(models.Model):
+    """One message of a ticket's thread. ``body`` is the new text; ``quoted`` keeps the
+    history a mail quoted below it (kept, not shown as new text)."""
+
+    class Direction(models.TextChoices):
+        IN = "in", "Incoming"
+        OUT = "out", "Outgoing"
+
+    ticket = models.ForeignKey(Ticket, on_delete=models.CASCADE, related_name="messages")
+    direction = models.CharField(max_length=3, choices=Direction.choices, default=Direction.IN)
+    author = models.CharField(max_length=320, blank=True)
+    body = models.TextField()
+    quoted = models.TextField(blank=True)
+    external_id = models.CharField(max_length=998, blank=True)  # "": none
+    attachments = models.JSONField(default=list, blank=True)
+    at = models.DateTimeField(default=timezone.now)
+    #: The tool call that wrote an outgoing message (``<run>:<call id>``): written once.
+    key = models.CharField(max_length=200, null=True, blank=True, unique=True)
+    run = models.ForeignKey(
+        "runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["ticket", "external_id"],
+                condition=~models.Q(external_id=""),
+                name="tickets_message_external_id_unique",
+            )
+        ]
+        indexes = [models.Index(fields=["ticket", "at"], name="tickets_message_thread")]
+
+    def __str__(self) -> str:
+        return f"{self.direction} on #{self.ticket_id} at {self.at:%Y-%m-%d %H:%M}"
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "id": self.pk,
+            "direction": self.direction,
+            "author": self.author,
+            "body": self.body,
+            "at": self.at.isoformat(),
+            "external_id": self.external_id or None,
+            "attachments": [
+                {"name": str(a.get("name", "")), "size": int(a.get("size") or 0)}
+                for a in (self.attachments or [])
+                if isinstance(a, dict)
+            ],
+        }
