@@ -1,3 +1,6 @@
+"""`manage.py seed_demo`: demo users, agent profiles, the demo shop and its tickets (the
+shop's command: the runs app knows nothing of the shop)."""
+
 import os
 import secrets
 
@@ -7,6 +10,7 @@ from django.db import transaction
 
 from agentweb.accounts.roles import ensure_roles
 from agentweb.runs.profiles import seed_profiles
+from agentweb.shop.demo_data import seed_shop
 
 DEMO_USERS = (
     ("operator", "operator", False),
@@ -16,11 +20,12 @@ DEMO_USERS = (
 
 
 class Command(BaseCommand):
-    help = "Create demo users (operator, approver, admin), agent profiles and the demo shop."
+    help = (
+        "Create demo users (operator, approver, admin), agent profiles, the demo shop and "
+        "its tickets."
+    )
 
     def handle(self, *args: object, **opts: object) -> None:
-        from agentweb.shop.demo_data import seed_shop
-
         password = os.environ.get("AGENTWEB_DEMO_PASSWORD") or ""
         generated = not password
         if generated:
