@@ -32,6 +32,11 @@ app.conf.beat_schedule = {
         "task": "agentweb.runs.tasks.requeue_stale_runs",
         "schedule": timedelta(seconds=2),
     },
+    # Outgoing messages that are due (retries, lost wake-ups, a worker killed mid-send).
+    "sweep-deliveries": {
+        "task": "agentweb.outbox.tasks.sweep_deliveries",
+        "schedule": timedelta(seconds=2),
+    },
     "expire-approvals": {
         "task": "agentweb.runs.tasks.expire_approvals",
         "schedule": timedelta(seconds=30),

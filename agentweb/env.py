@@ -62,6 +62,31 @@ def env_int(
     return number
 
 
+def env_float(
+    name: str,
+    default: float,
+    env: Mapping[str, str] | None = None,
+    minimum: float | None = None,
+    above: float | None = None,
+) -> float:
+    """A number that may have decimals (``0.05`` minutes is 3 s), finite; ``minimum`` is
+    the least value allowed, ``above`` a value it must exceed."""
+    value = _raw(name, env)
+    if value is None or not value.strip():
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, got {value!r}") from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise ImproperlyConfigured(f"{name} must be a finite number, got {value!r}")
+    if minimum is not None and number < minimum:
+        raise ImproperlyConfigured(f"{name} must be at least {minimum:g}, got {number:g}")
+    if above is not None and number <= above:
+        raise ImproperlyConfigured(f"{name} must be more than {above:g}, got {number:g}")
+    return number
+
+
 def env_list(name: str, default: list[str], env: Mapping[str, str] | None = None) -> list[str]:
     value = _raw(name, env)
     if value is None:

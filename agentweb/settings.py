@@ -13,6 +13,7 @@ from agentweb.env import (
     database_from_url,
     database_pool,
     env_bool,
+    env_float,
     env_int,
     env_list,
     env_str,
@@ -21,6 +22,7 @@ from agentweb.env import (
     redis_urls,
 )
 from agentweb.observability.logs import logging_config
+from agentweb.outbox.config import parse_mail_from, parse_site_url, parse_smtp_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -60,6 +62,7 @@ INSTALLED_APPS = [
     "agentweb.shop",
     "agentweb.tickets",
     "agentweb.runs",
+    "agentweb.outbox",
     "agentweb.web",
 ]
 
@@ -202,6 +205,16 @@ for _name in ("OPENAI", "ANTHROPIC"):
     _base = env_str(f"{_name}_BASE_URL")
     if _base and not _base.startswith(("http://", "https://")):
         raise ImproperlyConfigured(f"{_name}_BASE_URL must start with http:// or https://")
+
+# --- Outgoing messages (agentweb/outbox): mail, signed webhooks, Slack.
+AGENTWEB_SMTP = parse_smtp_url(env_str("AGENTWEB_SMTP_URL"))
+AGENTWEB_MAIL_FROM = parse_mail_from(env_str("AGENTWEB_MAIL_FROM"), AGENTWEB_SMTP)
+# Links in mails and Slack messages start with it (make run sets its own address).
+AGENTWEB_SITE_URL = parse_site_url(env_str("AGENTWEB_SITE_URL"))
+# One network operation of a delivery (connect, a reply) waits at most this long.
+AGENTWEB_DELIVERY_TIMEOUT_SECONDS = env_float("AGENTWEB_DELIVERY_TIMEOUT_SECONDS", 10, above=0)
+# A delivery that keeps failing is retried with backoff for this long, then failed.
+AGENTWEB_DELIVERY_RETRY_HOURS = env_float("AGENTWEB_DELIVERY_RETRY_HOURS", 24, above=0)
 
 # --- Auth. Failed logins are throttled per user name and address (django-axes): after
 # AGENTWEB_LOGIN_FAILURES failures that pair is locked for AGENTWEB_LOGIN_COOLOFF_MINUTES.
