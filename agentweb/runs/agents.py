@@ -15,8 +15,9 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from agentweb.runtime.context import ContextHints, LayeredContextPolicy
-from agentweb.runtime.gateway import ConfigError, Model, model_from_config
+from agentweb.runtime.gateway import ConfigError, Model
 from agentweb.runtime.loop import Agent, AgentConfig
+from agentweb.runtime.models import model_from_config
 from agentweb.runtime.tools import ToolRegistry, ToolSources, load_tools
 
 if TYPE_CHECKING:

@@ -12,7 +12,6 @@ from .gateway import (
     ModelTimeout,
     StreamsAfterComplete,
     ToolSpec,
-    model_from_config,
 )
 from .journal import Admission, Declined, ExecutionJournal, InMemoryJournal, PriorExecution
 from .loop import Agent, AgentConfig
@@ -28,6 +27,7 @@ from .messages import (
     messages_from_json,
     messages_to_json,
 )
+from .models import model_from_config
 from .state import (
     Cancelled,
     Decision,

@@ -20,12 +20,17 @@ import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from .tools import Tool
-
-__all__ = ["ApprovalGate", "PriorTotal", "Threshold", "Verdict", "group_key", "parse_policy"]
+__all__ = [
+    "ApprovalGate",
+    "Gated",
+    "PriorTotal",
+    "Threshold",
+    "Verdict",
+    "group_key",
+    "parse_policy",
+]
 
 #: ``prior_total(tool, argument, sum_per, value)``: the total of ``argument`` over earlier
 #: executed or pending calls of ``tool`` whose ``sum_per`` argument equals ``value``.
@@ -62,6 +67,17 @@ class Threshold:
 
 
 Policy = str | Threshold  # "always" | "never" | a threshold
+
+
+class Gated(Protocol):
+    """What the gate reads of a tool (``tools.Tool`` is one): its name and its own rule,
+    a predicate over the arguments (True: a person decides) or a threshold."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def approval(self) -> Callable[[dict[str, Any]], bool] | Threshold | None: ...
 
 
 def parse_policy(rule: Any) -> Policy | None:
@@ -126,7 +142,7 @@ class ApprovalGate:
 
     def verdict(
         self,
-        tool: Tool,
+        tool: Gated,
         args: Mapping[str, Any],
         risk: str,
         override: str | None,
@@ -160,7 +176,7 @@ class ApprovalGate:
         return Verdict(False, "high_risk", f"{risk} risk: runs without approval")
 
     def total_key(
-        self, tool: Tool, args: Mapping[str, Any], override: str | None
+        self, tool: Gated, args: Mapping[str, Any], override: str | None
     ) -> tuple[str, str] | None:
         """The (tool, group) whose total decides this call, or None when no total does
         (no ``sum_per`` rule applies, or the call has no group: a person decides)."""
@@ -174,7 +190,7 @@ class ApprovalGate:
 
     def recount(
         self,
-        tool: Tool,
+        tool: Gated,
         args: Mapping[str, Any],
         override: str | None,
         in_turn: dict[tuple[str, str], Decimal],
@@ -188,7 +204,7 @@ class ApprovalGate:
             return None
         return self._threshold(tool.name, rule, args, in_turn)
 
-    def _summed_rule(self, tool: Tool, override: str | None) -> Threshold | None:
+    def _summed_rule(self, tool: Gated, override: str | None) -> Threshold | None:
         """The ``sum_per`` rule ``verdict`` applies to ``tool``, if that is what decides."""
         policy = self.policies.get(tool.name)
         if policy is None and override != "high":

@@ -1,16 +1,17 @@
 """The provider-neutral model gateway: what the loop needs from any model.
 
 Wire formats live in ``openai.py`` / ``anthropic.py`` (adapters); base URL, key, HTTP
-client, timeouts and retries live in ``providers.py`` (settings + transport).
+client, timeouts and retries live in ``providers.py`` (settings + transport); the model an
+``AGENTWEB_MODEL`` spec names is built in ``models.py``. This module imports none of
+them: they all build on it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import contextvars
-import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -31,7 +32,6 @@ __all__ = [
     "ToolSpec",
     "current_guard",
     "guarded_call",
-    "model_from_config",
 ]
 
 
@@ -232,41 +232,3 @@ class StreamsAfterComplete:
             for piece in self.delta_pieces(text):
                 on_delta(piece)
         return response
-
-
-_SPEC_HELP = "expected demo | openai:<model> | anthropic:<model>"
-
-
-def model_from_config(
-    spec: str,
-    env: Mapping[str, str] | None = None,
-    *,
-    demo: Callable[[], Model] | None = None,
-) -> Model:
-    """Build a model from ``AGENTWEB_MODEL``-style ``spec`` and provider variables in ``env``.
-
-    ``demo`` makes the scripted model that ``spec == "demo"`` names: the runtime has none
-    of its own, each domain brings one (the application finds it in the tool modules)."""
-    env = os.environ if env is None else env
-    spec = (spec or "").strip()
-    if spec == "demo":
-        if demo is None:
-            raise ConfigError(
-                "AGENTWEB_MODEL: 'demo' needs a scripted model, and none of the loaded tool "
-                "modules provides one (a module-level demo_model() function)"
-            )
-        return demo()
-    kind, _, model_name = spec.partition(":")
-    model_name = model_name.strip()
-    if kind not in ("openai", "anthropic") or not model_name:
-        raise ConfigError(f"AGENTWEB_MODEL: bad model spec {spec!r}; {_SPEC_HELP}")
-    from .providers import provider_from_env
-
-    provider = provider_from_env(kind, env)
-    if kind == "openai":
-        from .openai import OpenAIChatModel
-
-        return OpenAIChatModel(model_name, provider)
-    from .anthropic import AnthropicModel
-
-    return AnthropicModel(model_name, provider)

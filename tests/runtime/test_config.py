@@ -1,7 +1,8 @@
 import pytest
 
 from agentweb.runtime.anthropic import AnthropicModel
-from agentweb.runtime.gateway import ConfigError, model_from_config
+from agentweb.runtime.gateway import ConfigError
+from agentweb.runtime.models import model_from_config
 from agentweb.runtime.openai import OpenAIChatModel
 
 

@@ -94,3 +94,94 @@ def test_the_runtime_names_no_domain():
         if DOMAIN_WORDS.search(line.split("#")[0])
     ]
     assert found == []
+
+
+PACKAGE = "agentweb.runtime."
+
+
+def _runtime_imports() -> dict[str, list[tuple[str, ast.stmt, bool]]]:
+    """Each runtime module's imports of other runtime modules: (module, node, inside a
+    function). Every import counts: top level, under TYPE_CHECKING, inside a function."""
+    modules = {p.stem for p in RUNTIME.glob("*.py")}
+    found: dict[str, list[tuple[str, ast.stmt, bool]]] = {}
+    for path in sorted(RUNTIME.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        in_function = {
+            id(sub)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            for sub in ast.walk(node)
+        }
+        edges: list[tuple[str, ast.stmt, bool]] = []
+        for node in ast.walk(tree):
+            targets: list[str] = []
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                targets = (
+                    [node.module.split(".")[0]] if node.module else [a.name for a in node.names]
+                )
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "agentweb.runtime."
+            ):
+                targets = [(node.module or "").split(".")[2]]
+            elif isinstance(node, ast.Import):
+                targets = [
+                    a.name.split(".")[2]
+                    for a in node.names
+                    if a.name.startswith("agentweb.runtime.")
+                ]
+            edges += [(t, node, id(node) in in_function) for t in targets if t in modules]
+        found[path.stem] = [e for e in edges if e[0] != path.stem]
+    return found
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_runtime_module_takes_part_in_an_import_circle():
+    graph = {m: {t for t, _, _ in edges} for m, edges in _runtime_imports().items()}
+    assert _circles(graph) == []
+
+
+def test_the_circle_check_finds_a_circle_through_any_kind_of_import():
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_an_import_inside_a_runtime_function_says_why():
+    unexplained = []
+    for module, edges in _runtime_imports().items():
+        lines = (RUNTIME / f"{module}.py").read_text().splitlines()
+        for target, node, in_function in edges:
+            here, before = lines[node.lineno - 1], lines[node.lineno - 2].strip()
+            if in_function and "#" not in here and not before.startswith("#"):
+                unexplained.append(f"{module}.py:{node.lineno} imports {target}")
+    assert unexplained == []

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 import tools.ticket
-from agentweb.runtime.gateway import Model, ToolSpec, model_from_config
+from agentweb.runtime.gateway import Model, ToolSpec
 from agentweb.runtime.messages import (
     AssistantMessage,
     SystemMessage,
@@ -16,6 +16,7 @@ from agentweb.runtime.messages import (
     ToolMessage,
     UserMessage,
 )
+from agentweb.runtime.models import model_from_config
 from tools.ticket.demo import SCENARIOS, DemoModel, scenario_for
 
 ROOT = Path(__file__).resolve().parents[2]
