@@ -26,12 +26,13 @@ from agentweb.runs.errors import (
     NotAllowed,
     NotFound,
     ProfileInUse,
+    ReasonRequired,
     TicketBusy,
 )
 from agentweb.runs.models import AgentProfile, Approval, AuditEntry, Run, RunEvent, arguments_hash
 from agentweb.runs.queue import QUEUE_GRACE
 from agentweb.runtime import events as ev
-from agentweb.runtime.tools import ToolError
+from agentweb.runtime.tools import ToolArgumentError, ToolError
 from agentweb.tickets.models import Ticket
 
 log = logging.getLogger(__name__)
@@ -326,8 +327,8 @@ def check_decide_approval(
     if not allowed:
         raise NotAllowed(why)
     comment = (comment or "").strip()[:4000]
-    if word == "reject" and not comment:
-        comment = "Rejected by the approver."
+    if word == "reject" and not comment:  # the model reads it: it must say why
+        raise ReasonRequired("a rejection needs a reason: it goes back to the model")
     edited = None
     final_args = approval.arguments
     if word == "approve" and arguments is not None:
@@ -427,6 +428,10 @@ def validate_tool_arguments(tool_name: str, arguments: dict[str, Any]) -> dict[s
         raise InvalidArguments(f"tool {tool_name!r} is not loaded in this installation")
     try:
         validated = dict(tool.validate(arguments))
+    except ToolArgumentError as exc:  # details: what is wrong per argument, for a form
+        raise InvalidArguments(
+            f"arguments do not fit {tool_name}: {exc}", details={"fields": exc.fields}
+        ) from exc
     except Exception as exc:
         raise InvalidArguments(f"arguments do not fit {tool_name}: {exc}") from exc
     try:  # the tool's own rules on what the arguments mean (amount > 0 ...)

@@ -79,8 +79,12 @@ class StartRun(Input):
 class DecideApproval(Input):
     """Approve (optionally with edited arguments) or reject a pending call."""
 
-    arguments: dict[str, Any] | None = None
-    comment: str = ""
+    arguments: dict[str, Any] | None = Field(
+        None, description="approve with these arguments instead (checked by the tool: 422)"
+    )
+    comment: str = Field(
+        "", description="required and non-empty to reject: it goes back to the model"
+    )
     decision: Literal["approve", "reject"]
 
     refusals: ClassVar[dict[str, tuple[type[ActionError], str]]] = {

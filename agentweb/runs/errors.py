@@ -40,6 +40,12 @@ class InvalidArguments(ActionError):
     code, status = "invalid_arguments", 422
 
 
+class ReasonRequired(ActionError):
+    """A reject without a reason (the model reads it: it must say why)."""
+
+    code = "reason_required"
+
+
 class NotFound(ActionError):
     code, status = "not_found", 404
 

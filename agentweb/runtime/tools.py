@@ -74,7 +74,13 @@ class ToolError(Exception):
 
 
 class ToolArgumentError(ValueError):
-    """Arguments that do not fit the tool's schema; the message is written for the model."""
+    """Arguments that do not fit the tool's schema; the message is written for the model.
+    ``fields`` says what is wrong per top-level argument (``""``: the arguments as a
+    whole), for a form that shows each error beside its field."""
+
+    def __init__(self, message: str, fields: Mapping[str, str] | None = None) -> None:
+        super().__init__(message)
+        self.fields: dict[str, str] = dict(fields or {})
 
 
 class _ArgsBase(BaseModel):
@@ -217,7 +223,7 @@ class Tool:
         try:
             return self._model.model_validate(dict(args))
         except ValidationError as exc:
-            raise ToolArgumentError(self._explain(exc)) from None
+            raise ToolArgumentError(self._explain(exc), _field_errors(exc)) from None
 
     def validate(self, args: Mapping[str, Any]) -> dict[str, Any]:
         """Validated, JSON-ready arguments; raises ``ToolArgumentError`` with a readable message."""
@@ -279,6 +285,22 @@ def _schema_validator(name: str, schema: dict[str, Any]) -> jsonschema.protocols
     except jsonschema.SchemaError as exc:
         raise ValueError(f"tool {name!r}: its input schema is not valid: {exc.message}") from None
     return kind(schema)
+
+
+def _field_errors(exc: ValidationError) -> dict[str, str]:
+    """The first problem of each top-level argument, in words."""
+    out: dict[str, str] = {}
+    for err in exc.errors(include_url=False):
+        name = str(err["loc"][0]) if err["loc"] else ""
+        if err["type"] == "missing":
+            text = "required"
+        elif err["type"] == "extra_forbidden":
+            text = "not an argument of this tool"
+        else:
+            inner = ".".join(str(p) for p in err["loc"][1:])
+            text = f"{inner}: {err['msg']}" if inner else str(err["msg"])
+        out.setdefault(name, text)
+    return out
 
 
 def _type_hint(props: Mapping[str, Any], name: str) -> str:

@@ -15,9 +15,10 @@ from typing import Any
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.template.loader import render_to_string
 
+from agentweb.runs import approval_why
 from agentweb.runs.actions import may_cancel, may_decide
 from agentweb.runs.models import Approval, Run, RunEvent
-from agentweb.web import outcome, timeline
+from agentweb.web import approval_form, outcome, timeline
 
 User = AbstractBaseUser | AnonymousUser
 
@@ -145,14 +146,29 @@ def approval_slots_html(run: Run, user: Any, next_url: str) -> dict[str, str]:
 def approval_slots(run: Run, user: Any) -> dict[str, dict[str, Any]]:
     """Each approval of the run with what this viewer may do about it."""
     slots = {}
-    for approval in Approval.objects.filter(run=run).select_related("decided_by", "run"):
+    approvals = list(
+        Approval.objects.filter(run=run).select_related("decided_by", "run", "run__agent")
+    )
+    pending = [a for a in approvals if a.status == Approval.Status.PENDING]
+    explained = approval_why.explain_many(pending)
+    for approval in approvals:
         allowed, why = may_decide(user, approval)
+        may = allowed and approval.status == Approval.Status.PENDING
         slots[approval.call_id] = {
             "approval": approval,
-            "may_decide": allowed and approval.status == Approval.Status.PENDING,
+            "may_decide": may,
             "why": why,
+            "explained": explained.get(approval.pk),
+            "form_fields": edit_fields(approval) if may else None,
         }
     return slots
+
+
+def edit_fields(approval: Approval, **kwargs: Any) -> list[approval_form.ArgField] | None:
+    """The Edit & approve fields of a pending approval (None: only the JSON box)."""
+    return approval_form.fields_for(
+        approval.tool, approval.arguments, id_prefix=f"arg-{approval.pk}", **kwargs
+    )
 
 
 def approval_slot_html(slot: dict[str, Any], next_url: str) -> str:

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from agentweb.web import views
+from agentweb.web import approvals, views
 
 app_name = "web"
 
@@ -18,8 +18,8 @@ urlpatterns = [
     path("runs/<int:run_id>/export.json", views.export, name="export"),
     path("runs/<int:run_id>/images/<str:ref>", views.run_image, name="run_image"),
     path("runs/<int:run_id>/files/<path:path>", views.run_file, name="run_file"),
-    path("approvals/", views.approvals, name="approvals"),
-    path("approvals/<int:approval_id>/decide/", views.approval_decide, name="decide"),
+    path("approvals/", approvals.approvals, name="approvals"),
+    path("approvals/<int:approval_id>/decide/", approvals.approval_decide, name="decide"),
     path("agents/", views.agents, name="agents"),
     path("agents/new/", views.agent_new, name="agent_new"),
     path("agents/<int:agent_id>/", views.agent_edit, name="agent_edit"),

@@ -17,7 +17,6 @@ from django.http import (
     HttpRequest,
     HttpResponse,
     HttpResponseBadRequest,
-    HttpResponseRedirect,
     JsonResponse,
 )
 from django.middleware.csrf import get_token
@@ -28,10 +27,9 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.middleware import HtmxDetails
 
-from agentweb.middleware import BadInput, strict_json
 from agentweb.runs import actions
 from agentweb.runs import export as run_export
-from agentweb.runs.models import AgentProfile, Approval, Run, RunEvent, RunImage
+from agentweb.runs.models import AgentProfile, Run, RunEvent, RunImage
 from agentweb.tickets.context import domain_context
 from agentweb.tickets.models import Ticket
 from agentweb.tickets.serialize import with_thread
@@ -57,7 +55,7 @@ def _run_or_404(request: Request, run_id: int) -> Run:
     return run
 
 
-def _next_url(request: Request, default: str) -> str:
+def safe_next_url(request: Request, default: str) -> str:
     target = request.POST.get("next") or request.GET.get("next") or ""
     if target and url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
@@ -258,103 +256,6 @@ def run_cancel(request: Request, run_id: int) -> HttpResponse:
         except actions.ActionError as exc:
             messages.error(request, exc.message)
     return redirect("web:run", run_id=run.pk)
-
-
-# --- approvals -----------------------------------------------------------------------------
-
-
-def _pending_approvals(user: Any) -> list[dict[str, Any]]:
-    qs = (
-        Approval.objects.filter(
-            status=Approval.Status.PENDING, run__in=Run.objects.visible_to(user)
-        )
-        .select_related("run", "run__created_by", "run__agent")
-        .order_by("requested_at")
-    )
-    rows = []
-    for approval in qs[:500]:
-        allowed, why = actions.may_decide(user, approval)
-        rows.append({"approval": approval, "may_decide": allowed, "why": why})
-    return rows
-
-
-@login_required
-@require_GET
-def approvals(request: Request) -> HttpResponse:
-    context = {
-        "rows": _pending_approvals(request.user),
-        "csrf": get_token(request),
-        "next": request.path,
-    }
-    if request.GET.get("partial"):
-        return render(request, "web/_approvals_list.html", context)
-    recent = (
-        Approval.objects.filter(run__in=Run.objects.visible_to(request.user))
-        .exclude(status=Approval.Status.PENDING)
-        .select_related("decided_by", "run")
-        .order_by("-decided_at")[:15]
-    )
-    return render(request, "web/approvals.html", {**context, "recent": recent})
-
-
-@login_required
-@require_POST
-def approval_decide(request: Request, approval_id: int) -> HttpResponse:
-    approval = (
-        Approval.objects.select_related("run")
-        .filter(pk=approval_id, run__in=Run.objects.visible_to(request.user))
-        .first()
-    )
-    if approval is None:
-        raise Http404("no such approval")
-    action = request.POST.get("decision", "")
-    edited = action == "edit"
-    comment = request.POST.get("comment", "")
-    arguments = None
-    error = ""
-    if action == "edit":
-        try:
-            arguments = strict_json(request.POST.get("arguments", ""))
-        except BadInput as exc:
-            error = f"The edited arguments: {exc}."
-        else:
-            if not isinstance(arguments, dict):
-                error = "The edited arguments must be a JSON object."
-        action = "approve"
-    if not error:
-        try:
-            actions.do_decide_approval(
-                approval_id=approval.pk,
-                user=request.user,
-                decision=action,
-                comment=comment,
-                arguments=arguments,
-            )
-        except actions.ActionError as exc:
-            error = exc.message
-    default = reverse("web:run", args=[approval.run_id])
-    if request.htmx:
-        approval.refresh_from_db()
-        allowed, why = actions.may_decide(request.user, approval)
-        return render(
-            request,
-            "web/_approval_slot.html",
-            {
-                "approval": approval,
-                "may_decide": allowed and approval.status == Approval.Status.PENDING,
-                "why": why,
-                "error": error,
-                "csrf": get_token(request),
-                "next": _next_url(request, default),
-                "posted_arguments": request.POST.get("arguments", "") if edited else "",
-                "reopen_edit": edited and bool(error),
-            },
-        )
-    if error:
-        messages.error(request, error)
-    else:
-        messages.success(request, f"{approval.tool}: {action}d.")
-    return HttpResponseRedirect(_next_url(request, default))
 
 
 # --- runs list ----------------------------------------------------------------------------

@@ -55,8 +55,10 @@
     }
   });
 
-  /* Approvals inbox: j/k move, a approves, e opens the edit box, r rejects (asks for a
-     reason). Keys are ignored while typing in a field. */
+  /* Approvals inbox: j/k move, a approves, e opens the edit form, r rejects (asks for a
+     reason). A high-risk call is never one keystroke: "a" asks to confirm first (Enter
+     or "Yes, approve" confirms, Esc or "Not yet" does not). Keys are ignored while typing
+     in a field. */
   function inboxItems() {
     return Array.prototype.slice.call(document.querySelectorAll("#inbox .inbox-item"));
   }
@@ -69,6 +71,30 @@
       item.setAttribute("aria-current", "true");
       item.scrollIntoView({ block: "nearest" });
     }
+  }
+  function askToConfirm(item) {
+    var box = item.querySelector(".confirm-approve");
+    if (!box) return false;
+    box.hidden = false;
+    var yes = box.querySelector("[data-confirm-approve]");
+    if (yes) yes.focus();
+    return true;
+  }
+  function closeConfirm(box) {
+    box.hidden = true;
+    var item = box.closest(".inbox-item");
+    if (item) item.focus({ preventScroll: true });
+  }
+  document.addEventListener("click", function (ev) {
+    var no = ev.target.closest("[data-cancel-approve]");
+    if (no) closeConfirm(no.closest(".confirm-approve"));
+  });
+  document.addEventListener("keydown", function (ev) {
+    if (ev.key !== "Escape") return;
+    document.querySelectorAll(".confirm-approve:not([hidden])").forEach(closeConfirm);
+  });
+  function firstField(box) {
+    return box.querySelector(".arg-fields textarea, .arg-fields input, .arg-fields select, textarea");
   }
   document.addEventListener("keydown", function (ev) {
     if (!document.getElementById("inbox")) return;
@@ -83,39 +109,51 @@
     if (ev.key === "k") { select(items[Math.max(0, index - 1)]); ev.preventDefault(); return; }
     if (!item) return;
     if (ev.key === "a") {
-      var approve = item.querySelector('button[name="decision"][value="approve"]');
-      if (approve) { approve.click(); ev.preventDefault(); }
+      var approve = item.querySelector("button[data-approve]");
+      if (!approve) return;
+      ev.preventDefault();
+      if (item.dataset.risk === "high") {
+        askToConfirm(item);
+      } else {
+        approve.click();
+      }
     } else if (ev.key === "e") {
       var edit = item.querySelector("details.edit");
       if (edit) {
         edit.open = true;
-        var area = edit.querySelector("textarea");
-        if (area) area.focus();
+        var field = firstField(edit);
+        if (field) field.focus();
         ev.preventDefault();
       }
     } else if (ev.key === "r") {
       var reject = item.querySelector("details.reject");
       if (reject) {
         reject.open = true;
-        var field = reject.querySelector("textarea, input[name=comment]");
-        if (field) field.focus();
+        var reason = reject.querySelector("textarea, input[name=comment]");
+        if (reason) reason.focus();
         ev.preventDefault();
       }
     }
   });
-  // The list is re-rendered by htmx when approvals change: keep the selection by id.
+  // The list is re-rendered by htmx when approvals change: keep the selection by id, and
+  // the edit and reject boxes someone has open stay open with what they typed.
   var selectedId = null;
   var openBoxes = [];
+  function valuesIn(box) {
+    var values = {};
+    box.querySelectorAll("textarea[name], input[name], select[name]").forEach(function (el) {
+      if (el.type === "hidden" || el.type === "submit") return;
+      values[el.name] = el.type === "checkbox" ? el.checked : el.value;
+    });
+    return values;
+  }
   document.addEventListener("htmx:beforeSwap", function () {
     var item = current();
     selectedId = item ? item.id : null;
-    // Edit and reject boxes someone has open stay open (with what they typed) when the
-    // list refreshes because another approval came or went.
     openBoxes = Array.prototype.map.call(
       document.querySelectorAll("#inbox details[open]"),
       function (d) {
-        var area = d.querySelector("textarea");
-        return { item: d.closest(".inbox-item").id, cls: d.className, text: area ? area.value : null };
+        return { item: d.closest(".inbox-item").id, cls: d.className, values: valuesIn(d) };
       }
     );
   });
@@ -124,8 +162,11 @@
       var d = document.querySelector("#" + box.item + " details." + box.cls.split(" ").join("."));
       if (!d) return;
       d.open = true;
-      var area = d.querySelector("textarea");
-      if (area && box.text !== null) area.value = box.text;
+      d.querySelectorAll("textarea[name], input[name], select[name]").forEach(function (el) {
+        if (!(el.name in box.values) || el.type === "hidden") return;
+        if (el.type === "checkbox") el.checked = box.values[el.name];
+        else el.value = box.values[el.name];
+      });
     });
     openBoxes = [];
     if (!selectedId) return;

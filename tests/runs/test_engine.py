@@ -203,13 +203,17 @@ def test_checking_a_decision_changes_nothing_and_the_first_record_wins(
         actions.check_decide_approval(
             approval_id=approval.pk, user=people["operator"], decision="approve"
         )
+    with pytest.raises(actions.ReasonRequired):  # the model reads why: a reason is needed
+        actions.check_decide_approval(
+            approval_id=approval.pk, user=people["approver"], decision="reject", comment=" "
+        )
     first = actions.check_decide_approval(
-        approval_id=approval.pk, user=people["approver"], decision="reject", comment=" "
+        approval_id=approval.pk, user=people["approver"], decision="reject", comment=" Too much "
     )
     second = actions.check_decide_approval(
         approval_id=approval.pk, user=people["admin"], decision="approve"
     )
-    assert (first.decision, first.comment) == ("reject", "Rejected by the approver.")
+    assert (first.decision, first.comment) == ("reject", "Too much")
     assert Approval.objects.get(pk=approval.pk).status == "pending"  # checks write nothing
     assert not AuditEntry.objects.filter(action__startswith="approval_", run=run).exclude(
         action="approval_requested"

@@ -103,7 +103,11 @@ def request_approval(
     call_id: str = "c9",
     arguments: dict[str, Any] | None = None,
     risk: str = "high",
+    reason: str = "high risk",
+    why: str | None = None,
 ) -> Approval:
+    """A pending approval as the engine stores one: its row and its event (``reason``: the
+    code, ``why``: the words a rule gave, when it gave any)."""
     arguments = arguments or {"order_id": "A1001", "amount": 25.0, "reason": "late delivery"}
     approval = Approval.objects.create(
         run=run,
@@ -112,21 +116,12 @@ def request_approval(
         arguments=arguments,
         arguments_hash=arguments_hash(arguments),
         risk=risk,
-        reason="high risk",
+        reason=reason,
         expires_at=actions.approval_expiry(),
     )
-    emit(
-        run,
-        {
-            "type": "approval_requested",
-            "data": {
-                "call_id": call_id,
-                "tool": tool,
-                "arguments": arguments,
-                "risk": risk,
-                "reason": "high risk",
-            },
-        },
-        status=Run.Status.WAITING_APPROVAL,
-    )
+    data = {"call_id": call_id, "tool": tool, "arguments": arguments, "risk": risk}
+    data["reason"] = reason
+    if why:
+        data["why"] = why
+    emit(run, {"type": "approval_requested", "data": data}, status=Run.Status.WAITING_APPROVAL)
     return approval

@@ -178,7 +178,7 @@ def oneline(value: Any) -> str:
 
 APPROVAL_REASONS = {
     "high_risk": "high-risk tool",
-    "policy": "the tool's approval policy asks for it",
+    "policy": "an approval rule asks for a person",
     "malformed_arguments": "the model's arguments could not be read",
     "unknown_outcome": "an earlier attempt stopped mid-call; check whether it happened",
 }
