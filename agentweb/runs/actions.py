@@ -6,19 +6,16 @@ Views, the API, commands and tasks parse their input, call one of these, and ren
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, Literal
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
-from agentweb.observability.steps import events_stored as observe_stored
-from agentweb.runs import publish, queue
+from agentweb.runs import lifecycle, publish
 from agentweb.runs.errors import (
     ActionError,
     Conflict,
@@ -29,8 +26,11 @@ from agentweb.runs.errors import (
     ReasonRequired,
     TicketBusy,
 )
-from agentweb.runs.models import AgentProfile, Approval, AuditEntry, Run, RunEvent, arguments_hash
-from agentweb.runs.queue import QUEUE_GRACE
+from agentweb.runs.lifecycle import approval_expiry as approval_expiry  # known here too
+from agentweb.runs.lifecycle import finish_cancelled as finish_cancelled
+from agentweb.runs.models import AgentProfile, Approval, Run, arguments_hash
+from agentweb.runs.queue import QUEUE_GRACE as QUEUE_GRACE
+from agentweb.runs.store import append_events, audit
 from agentweb.runtime import events as ev
 from agentweb.runtime.tools import ToolArgumentError, ToolError
 from agentweb.tickets.models import Ticket
@@ -38,66 +38,6 @@ from agentweb.tickets.models import Ticket
 log = logging.getLogger(__name__)
 
 DEFAULT_AGENT = "ticket-assistant"
-
-
-# --- events ---------------------------------------------------------------------------
-
-
-def append_events(
-    run: Run,
-    events: Iterable[Mapping[str, Any]],
-    *,
-    save_seq: bool = True,
-    status_changed: bool = True,
-) -> list[RunEvent]:
-    """Store events with the next seqs of ``run``. Call inside a transaction that holds
-    the run's row lock (``select_for_update``), so seqs never collide. Publishes on commit
-    (the run's status to the run lists too, unless ``status_changed`` is False).
-    With ``save_seq=False`` the caller writes ``run.last_seq`` in its own UPDATE."""
-    rows = []
-    seq = run.last_seq
-    for event in events:
-        seq += 1
-        rows.append(RunEvent(run=run, seq=seq, type=event["type"], data=event.get("data") or {}))
-    if not rows:
-        return []
-    _insert_events(rows)
-    run.last_seq = seq
-    if save_seq:
-        Run.objects.filter(pk=run.pk).update(last_seq=seq)
-    publish.run_changed_on_commit(run.pk, seq, run.status if status_changed else None)
-    observe_stored(run, rows)  # spans and metrics, after commit
-    if run.parent_id is not None or any(r.type.startswith("subtask_") for r in rows):
-        from agentweb.runs.delegation import tree_changed_on_commit
-
-        tree_changed_on_commit(run, (r.type for r in rows))
-    return rows
-
-
-def _insert_events(rows: list[RunEvent]) -> None:
-    """``bulk_create(rows)`` as one INSERT ... VALUES. Django sends two or more rows as an
-    UNNEST of arrays, and quoting a jsonb[] array escapes every quote of every event's
-    JSON one by one: that cost a step more CPU time than the rest of its SQL."""
-    now = timezone.now()  # RunEvent.at is auto_now_add
-    params: list[Any] = []
-    for row in rows:
-        row.at = now
-        data = connection.ops.adapt_json_value(row.data, DjangoJSONEncoder)  # as JSONField
-        params += [row.run_id, row.seq, row.type, data, now]
-    placeholders = ", ".join(["(%s, %s, %s, %s, %s)"] * len(rows))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO runs_runevent (run_id, seq, type, data, at) VALUES "  # noqa: S608
-            + placeholders  # placeholders only
-            + " RETURNING id",
-            params,
-        )
-        for row, (pk,) in zip(rows, cursor.fetchall(), strict=True):  # as bulk_create does
-            row.pk, row._state.adding = pk, False
-
-
-def audit(action: str, *, actor: User | None, run: Run | None, **data: Any) -> None:
-    AuditEntry.objects.create(action=action, actor=actor, run=run, data=data)
 
 
 # --- runs -----------------------------------------------------------------------------
@@ -141,18 +81,13 @@ def do_create_run(
                     "cancel it before starting another",
                     extra={"active_run": active},
                 )
-        run = Run.objects.create(
-            lease_expires_at=timezone.now() + QUEUE_GRACE,
+        run = lifecycle.create(
             task=task,
             agent=agent,
             model=agent.model or settings.AGENTWEB_MODEL,
             ticket=ticket,
             created_by=user,
         )
-        publish.send_on_commit(
-            publish.RUNS_GROUP, {"type": "run.status", "run": run.pk, "status": run.status}
-        )
-        queue.enqueue_on_commit(run.pk)
     return run
 
 
@@ -188,29 +123,8 @@ def do_request_cancel(run: Run, user: User) -> Run:
         if locked.status not in Run.ACTIVE:
             raise Conflict(f"run {locked.pk} is already {locked.status}")
         audit("run_cancel_requested", actor=user, run=locked)
-        if locked.status == Run.Status.RUNNING:
-            Run.objects.filter(pk=locked.pk).update(cancel_requested=True)
-            locked.cancel_requested = True
-        else:
-            finish_cancelled(locked, by=user.get_username())
+        lifecycle.request_cancel(locked, by=user.get_username())
     return locked
-
-
-def finish_cancelled(run: Run, *, by: str = "") -> None:
-    """Close a locked run as cancelled, with its pending approvals."""
-    closed = Approval.objects.filter(run=run, status=Approval.Status.PENDING).update(
-        status=Approval.Status.CANCELLED, decided_at=timezone.now(), comment="run cancelled"
-    )
-    run.status = Run.Status.CANCELLED
-    run.finished_at = timezone.now()
-    run.lease_owner, run.lease_expires_at = "", None
-    run.save(update_fields=["status", "finished_at", "lease_owner", "lease_expires_at"])
-    append_events(run, [ev.run_cancelled(by=by).to_json()])
-    if closed:
-        publish.approvals_changed_on_commit()
-    from agentweb.runs import delegation
-
-    delegation.run_ended(run)  # report to the parent; cancel the children
 
 
 # --- agent profiles --------------------------------------------------------------------
@@ -402,22 +316,8 @@ def record_decision(checked: CheckedDecision) -> Approval:
         )
         append_events(run, [decided.to_json()])
         publish.approvals_changed_on_commit()
-        _resume_if_ready(run)
+        lifecycle.resume_if_decided(run)
     return approval
-
-
-def _resume_if_ready(run: Run) -> None:
-    """A waiting run goes back to the queue once none of its approvals is pending."""
-    if run.status != Run.Status.WAITING_APPROVAL:
-        return
-    if Approval.objects.filter(run=run, status=Approval.Status.PENDING).exists():
-        return
-    updated = Run.objects.filter(pk=run.pk, status=Run.Status.WAITING_APPROVAL).update(
-        status=Run.Status.QUEUED, lease_expires_at=timezone.now() + QUEUE_GRACE
-    )
-    if updated:
-        run.status = Run.Status.QUEUED
-        queue.enqueue_on_commit(run.pk)
 
 
 def validate_tool_arguments(tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -477,49 +377,13 @@ def do_expire_approvals(now: Any = None) -> int:
             )
             append_events(run, [decided.to_json()])
             publish.approvals_changed_on_commit()
-            _resume_if_ready(run)
+            lifecycle.resume_if_decided(run)
     return expired
-
-
-def approval_expiry() -> Any:
-    return timezone.now() + timedelta(hours=settings.AGENTWEB_APPROVAL_TTL_HOURS)
 
 
 # --- recovery -------------------------------------------------------------------------
 
 
 def do_requeue_stale_runs() -> list[int]:
-    """Runs whose worker stopped renewing its lease go back to the queue (beat job).
-
-    Recovery does not wait for the broker's visibility timeout: the lease is ours."""
-    now = timezone.now()
-    stale = list(
-        Run.objects.filter(
-            status__in=[Run.Status.RUNNING, Run.Status.QUEUED], lease_expires_at__lt=now
-        ).values_list("pk", flat=True)[:500]
-    )
-    with transaction.atomic():
-        # Queued runs get a new pick-up deadline so the next tick does not send them again.
-        Run.objects.filter(pk__in=stale, status=Run.Status.QUEUED).update(
-            lease_expires_at=now + QUEUE_GRACE
-        )
-        for run_id in stale:
-            queue.enqueue_on_commit(run_id)
-    if stale:
-        log.warning("re-enqueued %d runs whose lease expired: %s", len(stale), stale)
-    return stale
-
-
-def add_usage(current: Mapping[str, Any], events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
-    """The run's usage after the model calls among ``events``."""
-    usage = dict(current or {})
-    for event in events:
-        if event["type"] != "model_called":
-            continue
-        tokens = event["data"].get("tokens") or {}
-        usage["input_tokens"] = int(usage.get("input_tokens", 0)) + int(tokens.get("input", 0))
-        usage["output_tokens"] = int(usage.get("output_tokens", 0)) + int(tokens.get("output", 0))
-        usage["model_calls"] = int(usage.get("model_calls", 0)) + 1
-        cost = float(usage.get("cost_usd", 0)) + float(event["data"].get("cost_usd") or 0)
-        usage["cost_usd"] = round(cost, 6)
-    return usage
+    """Runs whose worker stopped renewing its lease go back to the queue (the sweep)."""
+    return lifecycle.requeue_stale()

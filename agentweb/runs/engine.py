@@ -16,19 +16,16 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterable
-from datetime import timedelta
+from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
-from django.db.models import F, Q
-from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agentweb import dbpool
 from agentweb.observability import steps as observe
-from agentweb.runs import actions, delegation, publish
+from agentweb.runs import delegation, lifecycle, publish, store
 from agentweb.runs.agents import build_agent, registry, run_context
 from agentweb.runs.faults import crash_point
 from agentweb.runs.journal import DbJournal
@@ -39,11 +36,7 @@ from agentweb.runtime.messages import SystemMessage
 from agentweb.runtime.state import (
     Cancelled,
     Decision,
-    Failed,
-    Finished,
     LoopState,
-    NeedsApproval,
-    NeedsSubtasks,
 )
 from agentweb.runtime.tools import ToolContext
 
@@ -54,28 +47,6 @@ WORKER_ID = f"{socket.gethostname()}:{os.getpid()}"
 
 class LeaseLost(Exception):
     """Another worker took the run over; stop without writing anything."""
-
-
-def _lease() -> timedelta:
-    return timedelta(seconds=settings.AGENTWEB_LEASE_SECONDS)
-
-
-def claim(run_id: int, owner: str) -> bool:
-    """Take the run if it is queued, or running under a lease that expired."""
-    now = timezone.now()
-    return bool(
-        Run.objects.filter(pk=run_id)
-        .filter(
-            Q(status=Run.Status.QUEUED) | Q(status=Run.Status.RUNNING, lease_expires_at__lt=now)
-        )
-        .update(
-            status=Run.Status.RUNNING,
-            lease_owner=owner,
-            lease_expires_at=now + _lease(),
-            attempts=F("attempts") + 1,
-            started_at=Coalesce(F("started_at"), now),
-        )
-    )
 
 
 class _Held:
@@ -140,7 +111,7 @@ class _LeaseKeeper:
             next_renewal = time.monotonic() + interval
             try:
                 Run.objects.filter(lease_owner__in=held, status=Run.Status.RUNNING).update(
-                    lease_expires_at=timezone.now() + _lease()
+                    lease_expires_at=timezone.now() + lifecycle.lease()
                 )
                 kept = set(
                     Run.objects.filter(lease_owner__in=held, status=Run.Status.RUNNING).values_list(
@@ -180,7 +151,7 @@ def execute_run(run_id: int) -> str | None:
 
     Returns the run's final status for this attempt, or None when it was not ours."""
     owner = f"{WORKER_ID}:{uuid.uuid4().hex[:8]}"
-    if not claim(run_id, owner):
+    if not lifecycle.claim(run_id, owner):
         return None
     publish.run_status_now(run_id, Run.Status.RUNNING)  # the steps tell only changes
     held = _leases.hold(owner)
@@ -208,22 +179,11 @@ def _after_crash(run_id: int, owner: str, exc: Exception) -> str | None:
         if run.lease_owner != owner or run.status != Run.Status.RUNNING:
             return None
         if run.attempts < MAX_ATTEMPTS:
-            Run.objects.filter(pk=run_id).update(lease_owner="", lease_expires_at=timezone.now())
+            lifecycle.retry_soon(run_id)
             return Run.Status.RUNNING
-        reason = f"internal error after {run.attempts} attempts: {type(exc).__name__}: {exc}"
-        run.status, run.failure_reason = Run.Status.FAILED, reason[:2000]
-        run.finished_at, run.lease_owner, run.lease_expires_at = timezone.now(), "", None
-        run.save(
-            update_fields=[
-                "status",
-                "failure_reason",
-                "finished_at",
-                "lease_owner",
-                "lease_expires_at",
-            ]
+        lifecycle.fail(
+            run, f"internal error after {run.attempts} attempts: {type(exc).__name__}: {exc}"
         )
-        actions.append_events(run, [ev.run_failed(reason=run.failure_reason).to_json()])
-        delegation.run_ended(run)
     return Run.Status.FAILED
 
 
@@ -344,7 +304,7 @@ def _decisions_for(run: Run, state: LoopState) -> list[Decision]:
                     run=run, call_id=approval.call_id, status=ToolExecution.Status.UNKNOWN
                 )
                 for execution in unknown:
-                    actions.audit(
+                    store.audit(
                         "unknown_execution_cleared",
                         actor=approval.decided_by,
                         run=run,
@@ -398,52 +358,51 @@ def _persist(
         run.last_seq, run.cancel_requested = locked.last_seq, locked.cancel_requested
         journal.save_deferred()
         events = delegation.announce_children(run, events)
-        now = timezone.now()
-        update: dict[str, Any] = {"state": state.to_json(), "lease_expires_at": now + _lease()}
+        renewed = timezone.now() + lifecycle.lease()
+        update: dict[str, Any] = {"state": state.to_json(), "lease_expires_at": renewed}
         if any(e["type"] == "model_called" for e in events):
-            update["usage"] = actions.add_usage(locked.usage, events)
-        if isinstance(outcome, Finished):
-            update.update(
-                status=Run.Status.SUCCEEDED,
-                final_answer=outcome.answer,
-                decided_by=outcome.decided_by,
-                finished_at=now,
-                lease_owner="",
-                lease_expires_at=None,
-            )
-        elif isinstance(outcome, Failed):
-            update.update(
-                status=Run.Status.FAILED,
-                failure_reason=outcome.reason,
-                finished_at=now,
-                lease_owner="",
-                lease_expires_at=None,
-            )
-        elif isinstance(outcome, NeedsApproval):
-            _open_approvals(run, outcome, events)
-            update.update(status=Run.Status.WAITING_APPROVAL, lease_owner="", lease_expires_at=None)
-        elif isinstance(outcome, NeedsSubtasks):
-            update.update(delegation.pause_update(run, outcome))
-        for key, value in update.items():
-            setattr(run, key, value)
+            update["usage"] = add_usage(locked.usage, events)
         if isinstance(outcome, Cancelled):
+            _set(run, update)
             # The step's own events (a model reply that came in) are kept; the run's
-            # cancellation is told once, by the action that closes the run.
-            actions.append_events(run, [e for e in events if e["type"] != "run_cancelled"])
+            # cancellation is told once, by the life cycle as it closes the run.
+            store.append_events(run, [e for e in events if e["type"] != "run_cancelled"])
             Run.objects.filter(pk=run.pk).update(**update)
-            actions.finish_cancelled(run, by="request")
+            lifecycle.finish_cancelled(run, by="request")
         else:
+            update.update(lifecycle.outcome_fields(run, outcome, events))
+            _set(run, update)
             # A step that leaves the run running does not tell the lists its status again.
             changed = run.status != Run.Status.RUNNING
-            actions.append_events(run, events, save_seq=False, status_changed=changed)
+            store.append_events(run, events, save_seq=False, status_changed=changed)
             Run.objects.filter(pk=run.pk).update(last_seq=run.last_seq, **update)
             if run.status in Run.FINAL:
-                delegation.run_ended(run)
+                lifecycle.ended(run)
         crash_point(
             "step_committing",
             [e["data"].get("tool", "") for e in events if e["type"] == "tool_call_finished"],
         )
         return run.status
+
+
+def add_usage(current: Mapping[str, Any], events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """The run's usage after the model calls among ``events``."""
+    usage = dict(current or {})
+    for event in events:
+        if event["type"] != "model_called":
+            continue
+        tokens = event["data"].get("tokens") or {}
+        usage["input_tokens"] = int(usage.get("input_tokens", 0)) + int(tokens.get("input", 0))
+        usage["output_tokens"] = int(usage.get("output_tokens", 0)) + int(tokens.get("output", 0))
+        usage["model_calls"] = int(usage.get("model_calls", 0)) + 1
+        cost = float(usage.get("cost_usd", 0)) + float(event["data"].get("cost_usd") or 0)
+        usage["cost_usd"] = round(cost, 6)
+    return usage
+
+
+def _set(run: Run, fields: dict[str, Any]) -> None:
+    for key, value in fields.items():
+        setattr(run, key, value)
 
 
 class _Locked(NamedTuple):
@@ -482,60 +441,6 @@ def _without_flush_wait() -> None:
     every earlier step. Endings, pauses and everything outside the step loop still wait."""
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL synchronous_commit = off")
-
-
-def _open_approvals(run: Run, outcome: NeedsApproval, events: list[dict[str, Any]]) -> None:
-    announced = {e["data"].get("call_id") for e in events if e["type"] == ev.APPROVAL_REQUESTED}
-    expires = actions.approval_expiry()
-    for pending in outcome.calls:
-        approval, created = Approval.objects.get_or_create(
-            run=run,
-            call_id=pending.call_id,
-            defaults={
-                "tool": pending.tool,
-                "arguments": pending.arguments,
-                "arguments_hash": arguments_hash(pending.arguments),
-                "risk": pending.risk,
-                "reason": pending.reason or "",
-                "expires_at": expires,
-            },
-        )
-        if pending.reason == "unknown_outcome":
-            if not created and approval.status != Approval.Status.PENDING:
-                # The call was approved before and its execution's outcome is unknown:
-                # the same request goes back to a person (the audit log keeps both).
-                Approval.objects.filter(pk=approval.pk).update(
-                    status=Approval.Status.PENDING,
-                    reason="unknown_outcome",
-                    decided_by=None,
-                    decided_at=None,
-                    approved_hash="",
-                    expires_at=expires,
-                )
-                created = True
-            ToolExecution.objects.filter(
-                run=run, call_id=pending.call_id, status=ToolExecution.Status.STARTED
-            ).update(status=ToolExecution.Status.UNKNOWN)
-        if created and pending.call_id not in announced:
-            requested = ev.approval_requested(
-                call_id=pending.call_id,
-                tool=pending.tool,
-                arguments=pending.arguments,
-                risk=pending.risk,
-                reason=pending.reason or "",
-            )
-            events.append(requested.to_json())
-        if created:
-            actions.audit(
-                "approval_requested",
-                actor=None,
-                run=run,
-                call_id=pending.call_id,
-                tool=pending.tool,
-                arguments=pending.arguments,
-                risk=pending.risk,
-            )
-    publish.approvals_changed_on_commit()
 
 
 class _DeltaPublisher:

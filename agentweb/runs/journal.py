@@ -25,7 +25,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from agentweb import dbpool
-from agentweb.runs import actions
+from agentweb.runs import store
 from agentweb.runs.faults import crash_point
 from agentweb.runs.models import Run, ToolExecution
 from agentweb.runtime.journal import Admission, Declined, PriorExecution
@@ -141,7 +141,7 @@ class DbJournal:
                 run=self.run, call_id=call_id
             )
             if self._risk_of(execution.tool) == "high":
-                actions.audit(
+                store.audit(
                     "high_risk_tool_executed",
                     actor=None,
                     run=self.run,

@@ -17,6 +17,7 @@ import hashlib
 import logging
 import os
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 from channels import DEFAULT_CHANNEL_LAYER
@@ -134,6 +135,23 @@ def run_changed_on_commit(run_id: int, seq: int, status: str | None) -> None:
     send_on_commit(run_group(run_id), {"type": "run.event", "run": run_id, "seq": seq})
     if status is not None:
         send_on_commit(RUNS_GROUP, {"type": "run.status", "run": run_id, "status": status})
+
+
+def run_status_on_commit(run_id: int, status: str) -> None:
+    """After commit: the run lists hear of the run's new status."""
+    send_on_commit(RUNS_GROUP, {"type": "run.status", "run": run_id, "status": status})
+
+
+def tree_changed_on_commit(
+    run_id: int, parent_id: int | None, root_id: int | None, types: Iterable[str]
+) -> None:
+    """After commit: the pages of the runs whose tree shows the run re-render it (its
+    parent and top run; and the run itself when a subtask started or ended)."""
+    groups = [i for i in (parent_id, root_id) if i is not None]
+    if any(t.startswith("subtask_") for t in types):
+        groups.append(run_id)
+    for group_run in dict.fromkeys(groups):
+        send_on_commit(run_group(group_run), {"type": "run.tree", "run": group_run})
 
 
 def run_status_now(run_id: int, status: str) -> None:

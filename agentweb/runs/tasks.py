@@ -7,8 +7,9 @@ import logging
 from celery import shared_task
 from django.conf import settings
 
+from agentweb import celery as celery_app
 from agentweb.observability.logs import run_scope
-from agentweb.runs import actions, delegation, engine
+from agentweb.runs import actions, engine, lifecycle
 from agentweb.runs.models import Run
 
 log = logging.getLogger(__name__)
@@ -30,30 +31,11 @@ def run_agent(run_id: int) -> str | None:
 
 @shared_task(ignore_result=True)
 def requeue_stale_runs() -> int:
-    delegation.cancel_orphans()
-    _queued_runs_without_a_message()
+    """The sweep (beat, every 2 s): orphaned children, messages a Redis restart lost,
+    leases that expired."""
+    lifecycle.cancel_orphans()
+    lifecycle.due_now_if_messages_lost(celery_app.broker_queue_length())
     return len(actions.do_requeue_stale_runs())
-
-
-def _queued_runs_without_a_message() -> None:
-    """A Redis that restarted empty lost the messages of queued runs: when the queue is
-    empty, queued runs older than a few seconds are due now, not after the queue grace
-    (a run that does have a message is claimed once; the extra message is a no-op)."""
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from agentweb.celery import broker_queue_length
-    from agentweb.runs.models import Run
-
-    if broker_queue_length() not in (0, None):
-        return
-    now = timezone.now()
-    Run.objects.filter(
-        status=Run.Status.QUEUED,
-        created_at__lt=now - timedelta(seconds=10),
-        lease_expires_at__gt=now,
-    ).update(lease_expires_at=now)
 
 
 @shared_task(ignore_result=True)

@@ -15,7 +15,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.db import close_old_connections, connection, transaction
 
-from agentweb.runs import actions, delegation, engine
+from agentweb.runs import actions, delegation, engine, lifecycle
 from agentweb.runs.models import AgentProfile, Approval, Run, RunEvent
 from agentweb.runtime.execution import ToolPool
 from agentweb.runtime.gateway import ModelError
@@ -340,7 +340,7 @@ def test_the_last_child_wakes_the_parent_exactly_once(team, enqueued) -> None:
                     locked.status = Run.Status.SUCCEEDED
                     locked.final_answer = f"done {child.pk}"
                     locked.save(update_fields=["status", "final_answer"])
-                    delegation.run_ended(locked)
+                    lifecycle.ended(locked)
             except BaseException as exc:
                 errors.append(exc)
             finally:
@@ -353,8 +353,8 @@ def test_the_last_child_wakes_the_parent_exactly_once(team, enqueued) -> None:
                 barrier.wait()
                 with transaction.atomic():
                     locked = Run.objects.select_for_update().get(pk=parent.pk)
-                    update = delegation.pause_update(
-                        locked, NeedsSubtasks(["w"], [c.pk for c in children])
+                    update = lifecycle.outcome_fields(
+                        locked, NeedsSubtasks(["w"], [c.pk for c in children]), []
                     )
                     Run.objects.filter(pk=parent.pk).update(**update)
                     if update["status"] == Run.Status.QUEUED:

@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.db import connections
 from django.test import Client
 
-from agentweb.runs import delegation, export
+from agentweb.runs import delegation, export, lifecycle
 from agentweb.runs.models import AgentProfile, Run
 from tests.web import factories as f
 from tests.web.test_consumers import _cookie, communicator, receive_until_state
@@ -171,7 +171,7 @@ def test_the_parent_shows_rolled_up_usage_and_the_list_marks_subtasks(tree) -> N
             status="succeeded", usage={"model_calls": 2, "input_tokens": 700, "output_tokens": 9}
         )
         billing.refresh_from_db()
-        delegation.run_ended(billing)
+        lifecycle.ended(billing)
     top = Run.objects.get(pk=tree["top"].pk)
     assert top.usage["model_calls"] == 2 and top.usage["children"]["input_tokens"] == 700
     client = _client(tree["operator"])

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from agentweb.runs import actions, engine
+from agentweb.runs import actions, engine, store
 from agentweb.runs.models import Approval, AuditEntry, Run, RunEvent, ToolExecution
 from agentweb.runtime.events import misfit
 from agentweb.runtime.messages import ToolMessage
@@ -98,7 +98,7 @@ def test_only_a_runs_end_waits_for_the_disk_flush_unless_every_step_must(
 
     settings.AGENTWEB_SYNC_STEPS = sync_steps
     seen: list[tuple[str, str]] = []
-    append = actions.append_events
+    append = store.append_events
 
     def watched(run: Run, events: Any, **kwargs: Any) -> Any:
         events = list(events)
@@ -107,7 +107,7 @@ def test_only_a_runs_end_waits_for_the_disk_flush_unless_every_step_must(
             seen.append((events[-1]["type"], cursor.fetchone()[0]))
         return append(run, events, **kwargs)
 
-    monkeypatch.setattr(actions, "append_events", watched)
+    monkeypatch.setattr(store, "append_events", watched)
     scripted.enqueue(call("lookup", order_id="A1"), "Order A1 was delivered.")
     assert engine.execute_run(start(people).pk) == Run.Status.SUCCEEDED
     middle = "on" if sync_steps else "off"
