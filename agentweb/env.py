@@ -200,3 +200,44 @@ def parse_prices(value: str, name: str = "AGENTWEB_PRICES") -> dict[str, tuple[f
                 f"got {item!r}"
             ) from None
     return prices
+
+
+ROLES = ("operator", "approver", "admin")
+_LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1"}
+
+
+def issuer_url(value: str, name: str = "OIDC_ISSUER") -> str:
+    """An OpenID issuer: https (plain http only on a loopback host, for tests), no query or
+    fragment. Returned as given: the issuer is compared character for character."""
+    if not value:
+        return ""
+    parts = urlsplit(value)
+    if parts.scheme not in {"https", "http"} or not parts.hostname:
+        raise ImproperlyConfigured(f"{name} must be an https:// URL, got {value!r}")
+    if parts.scheme == "http" and parts.hostname not in _LOOPBACK_HOSTS:
+        raise ImproperlyConfigured(
+            f"{name} must use https:// (plain http only for a loopback address), got {value!r}"
+        )
+    if parts.query or parts.fragment:
+        raise ImproperlyConfigured(f"{name} must not have a query or fragment, got {value!r}")
+    return value
+
+
+def parse_roles_map(value: str, name: str = "OIDC_ROLES_MAP") -> dict[str, tuple[str, ...]]:
+    """``"idp-group=role,..."`` -> {group: (role, ...)}; a group may be named twice to give
+    it two roles. Roles: operator, approver, admin."""
+    mapping: dict[str, tuple[str, ...]] = {}
+    for item in filter(None, (part.strip() for part in value.split(","))):
+        group, sep, role = (p.strip() for p in item.rpartition("="))
+        if not sep or not group or not role:
+            raise ImproperlyConfigured(
+                f"{name} entries look like 'idp-group=role' (roles: {', '.join(ROLES)}), "
+                f"got {item!r}"
+            )
+        if role not in ROLES:
+            raise ImproperlyConfigured(
+                f"{name}: {role!r} (for {group!r}) is not a role; roles are {', '.join(ROLES)}"
+            )
+        if role not in mapping.get(group, ()):
+            mapping[group] = (*mapping.get(group, ()), role)
+    return mapping

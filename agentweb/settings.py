@@ -6,6 +6,7 @@ import ipaddress
 import os
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -17,8 +18,10 @@ from agentweb.env import (
     env_int,
     env_list,
     env_str,
+    issuer_url,
     model_spec,
     parse_prices,
+    parse_roles_map,
     redis_urls,
 )
 from agentweb.observability.logs import logging_config
@@ -220,7 +223,7 @@ AGENTWEB_DELIVERY_RETRY_HOURS = env_float("AGENTWEB_DELIVERY_RETRY_HOURS", 24, a
 # AGENTWEB_LOGIN_FAILURES failures that pair is locked for AGENTWEB_LOGIN_COOLOFF_MINUTES.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    "agentweb.accounts.backends.LocalBackend",
 ]
 AXES_FAILURE_LIMIT = env_int("AGENTWEB_LOGIN_FAILURES", 5, minimum=1)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("AGENTWEB_LOGIN_COOLOFF_MINUTES", 15, minimum=1))
@@ -231,6 +234,44 @@ AXES_VERBOSE = False
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/tickets/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
+# Company sign-in with OpenID Connect (README, Company sign-in): off unless OIDC_ISSUER is
+# set. The provider's endpoints come from its discovery document, fetched when first needed
+# (an issuer that cannot be reached does not stop start-up: agentweb/accounts/oidc.py).
+OIDC_ISSUER = issuer_url(env_str("OIDC_ISSUER"))
+OIDC_CLIENT_ID = env_str("OIDC_CLIENT_ID")
+OIDC_CLIENT_SECRET = env_str("OIDC_CLIENT_SECRET")
+OIDC_ROLES_CLAIM = env_str("OIDC_ROLES_CLAIM", "groups")
+OIDC_ROLES_MAP = parse_roles_map(env_str("OIDC_ROLES_MAP"))
+OIDC_DISPLAY_NAME = env_str("OIDC_DISPLAY_NAME")
+# 0: no password form on the login page; only superusers sign in with a password (/admin/).
+AGENTWEB_LOCAL_LOGIN = env_bool("AGENTWEB_LOCAL_LOGIN", True)
+if OIDC_ISSUER:
+    for _name in ("OIDC_CLIENT_ID", "OIDC_CLIENT_SECRET"):
+        if not globals()[_name]:
+            raise ImproperlyConfigured(f"{_name} must be set when OIDC_ISSUER is set")
+    if not OIDC_ROLES_CLAIM:
+        raise ImproperlyConfigured("OIDC_ROLES_CLAIM must not be empty (default: groups)")
+    OIDC_DISPLAY_NAME = OIDC_DISPLAY_NAME or str(urlsplit(OIDC_ISSUER).hostname)
+    AUTHENTICATION_BACKENDS.append("agentweb.accounts.oidc.OIDCBackend")
+    # mozilla-django-oidc's own settings, from ours (the endpoints come from discovery).
+    OIDC_RP_CLIENT_ID = OIDC_CLIENT_ID
+    OIDC_RP_CLIENT_SECRET = OIDC_CLIENT_SECRET
+    OIDC_RP_SCOPES = "openid email profile"
+    OIDC_USE_NONCE = True
+    OIDC_USE_PKCE = True
+    OIDC_PKCE_CODE_CHALLENGE_METHOD = "S256"
+    OIDC_STORE_ID_TOKEN = True  # the end-session request's id_token_hint
+    OIDC_TIMEOUT = 10
+    OIDC_OP_LOGOUT_URL_METHOD = "agentweb.accounts.oidc.logout_url"
+else:
+    for _name in ("OIDC_CLIENT_ID", "OIDC_CLIENT_SECRET", "OIDC_ROLES_MAP"):
+        if env_str(_name):
+            raise ImproperlyConfigured(f"{_name} is set but OIDC_ISSUER is not: set both")
+    if not AGENTWEB_LOCAL_LOGIN:
+        raise ImproperlyConfigured(
+            "AGENTWEB_LOCAL_LOGIN=0 needs OIDC_ISSUER: without company sign-in nobody but a "
+            "superuser at /admin/ could sign in"
+        )
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
@@ -272,6 +313,14 @@ CONTENT_SECURITY_POLICY = {
         "frame-ancestors": ["'none'"],
     }
 }
+
+if OIDC_ISSUER:
+    # Logging out is a form whose answer redirects to the issuer's end-session endpoint;
+    # form-action covers where a form's redirects lead too.
+    _issuer = urlsplit(OIDC_ISSUER)
+    CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append(
+        f"{_issuer.scheme}://{_issuer.netloc}"
+    )
 
 # Request bodies (forms and the JSON API; uploaded files are limited by the import view).
 DATA_UPLOAD_MAX_MEMORY_SIZE = 1_000_000

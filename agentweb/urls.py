@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.urls import include, path
 
-from agentweb.accounts.views import LoginView
+from agentweb.accounts.views import CallbackView, LoginView, LogoutView, SignInView
 from agentweb.health import healthz
 from agentweb.observability.views import metrics_view
 
@@ -10,6 +10,11 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     path("admin/", admin.site.urls),
     path("accounts/login/", LoginView.as_view(), name="login"),
+    path("accounts/logout/", LogoutView.as_view(), name="logout"),
+    # Company sign-in (OIDC_ISSUER); 404 when it is not configured. The names are the ones
+    # mozilla-django-oidc reverses.
+    path("oidc/login/", SignInView.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", CallbackView.as_view(), name="oidc_authentication_callback"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("account/", include("agentweb.accounts.urls")),
     path("api/", include("agentweb.tickets.api_urls")),

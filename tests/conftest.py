@@ -151,8 +151,8 @@ def start_beat(env: dict[str, str], tmp: Path) -> Proc:
     )
 
 
-def start_web(env: dict[str, str], tmp: Path) -> tuple[Proc, str]:
-    port = free_port()
+def start_web(env: dict[str, str], tmp: Path, port: int | None = None) -> tuple[Proc, str]:
+    port = port or free_port()
     proc = Proc(
         "web",
         [

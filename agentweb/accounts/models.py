@@ -1,4 +1,4 @@
-"""Roles and API tokens.
+"""Roles, API tokens and the identities company sign-in links to accounts.
 
 Roles are Django groups (operator, approver, admin) carrying the runs app's permissions,
 so an installation can grant them through the admin like any other permission.
@@ -39,3 +39,25 @@ class ApiToken(models.Model):
         raw = "aw_" + secrets.token_urlsafe(32)
         cls.objects.create(user=user, name=name, prefix=raw[:8], token_hash=hash_token(raw))
         return raw
+
+
+class OidcIdentity(models.Model):
+    """The identity provider's account (issuer and subject, which never change) that signs
+    in as this user; usernames and emails may change at the provider, this link does not."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="oidc_identities"
+    )
+    issuer = models.CharField(max_length=500)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_login_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="oidc_identity_unique")
+        ]
+        verbose_name = "company sign-in identity"
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer}"

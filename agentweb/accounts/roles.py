@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib.auth.models import Group, Permission
+from django.urls import reverse
 
 from agentweb.accounts.models import ROLE_ADMIN, ROLE_APPROVER, ROLE_OPERATOR
 
@@ -38,3 +41,10 @@ def ensure_roles() -> dict[str, Group]:
         for role in roles:
             groups[role].permissions.add(perms[codename])
     return groups
+
+
+def start_page(user: Any) -> str:
+    """Where a person lands after signing in: approvers on what waits for them."""
+    if user.has_perm("runs.decide_approval") and not user.has_perm("runs.change_agentprofile"):
+        return reverse("web:approvals")
+    return reverse("web:tickets")

@@ -27,6 +27,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_POST
 from django_htmx.middleware import HtmxDetails
 
+from agentweb.accounts.roles import start_page
 from agentweb.runs import actions
 from agentweb.runs import export as run_export
 from agentweb.runs.models import AgentProfile, Run, RunEvent, RunImage
@@ -62,13 +63,6 @@ def safe_next_url(request: Request, default: str) -> str:
     ):
         return target
     return default
-
-
-def start_page(user: Any) -> str:
-    """Where a person lands after logging in: approvers on what waits for them."""
-    if user.has_perm("runs.decide_approval") and not user.has_perm("runs.change_agentprofile"):
-        return reverse("web:approvals")
-    return reverse("web:tickets")
 
 
 @login_required
