@@ -218,7 +218,7 @@ class Tool:
         if self._validator is not None:
             problems = list(self._validator.iter_errors(dict(args)))
             if problems:
-                raise ToolArgumentError(self._explain_schema(problems))
+                raise ToolArgumentError(self._explain_schema(problems), _schema_fields(problems))
             return _SchemaArgs.model_validate(dict(args))
         try:
             return self._model.model_validate(dict(args))
@@ -285,6 +285,29 @@ def _schema_validator(name: str, schema: dict[str, Any]) -> jsonschema.protocols
     except jsonschema.SchemaError as exc:
         raise ValueError(f"tool {name!r}: its input schema is not valid: {exc.message}") from None
     return kind(schema)
+
+
+def _schema_fields(problems: list[jsonschema.ValidationError]) -> dict[str, str]:
+    """The first problem of each top-level argument of a JSON-Schema tool, in words."""
+    out: dict[str, str] = {}
+    for err in problems:
+        given = err.instance if isinstance(err.instance, dict) else {}
+        if err.path:
+            inner = ".".join(str(p) for p in list(err.path)[1:])
+            text = f"{inner}: {err.message}" if inner else err.message
+            out.setdefault(str(err.path[0]), text)
+        elif err.validator == "required" and isinstance(err.validator_value, list):
+            for name in err.validator_value:
+                if isinstance(name, str) and name not in given:
+                    out.setdefault(name, "required")
+        elif err.validator == "additionalProperties":
+            known = err.schema.get("properties") if isinstance(err.schema, dict) else None
+            for name in given:
+                if not isinstance(known, dict) or name not in known:
+                    out.setdefault(name, "not an argument of this tool")
+        else:
+            out.setdefault("", err.message)
+    return out
 
 
 def _field_errors(exc: ValidationError) -> dict[str, str]:

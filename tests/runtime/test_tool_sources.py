@@ -63,8 +63,14 @@ def test_it_checks_arguments_against_the_schema_with_readable_reasons():
         "Expected arguments: order-ref (string), amount (number), "
         "mode (one of 'card', 'voucher') optional." in text
     )
-    with pytest.raises(ToolArgumentError, match="'amount' is a required property"):
+    assert exc.value.fields == {
+        "order-ref": "'B1' does not match '^A[0-9]+$'",
+        "amount": "-1 is less than or equal to the minimum of 0",
+        "extra": "not an argument of this tool",
+    }
+    with pytest.raises(ToolArgumentError, match="'amount' is a required property") as missing:
         t.validate({"order-ref": "A1"})
+    assert missing.value.fields == {"amount": "required"}
     with pytest.raises(ToolArgumentError, match="'mode': 'cash' is not one of"):
         t.validate({"order-ref": "A1", "amount": 1, "mode": "cash"})
 
