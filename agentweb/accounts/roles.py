@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from agentweb.accounts.models import ROLE_ADMIN, ROLE_APPROVER, ROLE_OPERATOR
 
-# codename -> roles that hold it (all live on the runs app).
+# codename -> roles that hold it (on the runs app, or "app.codename" on another app).
 ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
     "add_run": (ROLE_OPERATOR, ROLE_APPROVER, ROLE_ADMIN),
     "view_run": (ROLE_OPERATOR, ROLE_APPROVER, ROLE_ADMIN),
@@ -20,7 +20,15 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
     "change_agentprofile": (ROLE_ADMIN,),
     "add_agentprofile": (ROLE_ADMIN,),
     "view_agentprofile": (ROLE_OPERATOR, ROLE_APPROVER, ROLE_ADMIN),
+    "tickets.view_ticket": (ROLE_OPERATOR, ROLE_APPROVER, ROLE_ADMIN),
+    "tickets.add_ticket": (ROLE_OPERATOR, ROLE_ADMIN),
+    "tickets.change_ticket": (ROLE_OPERATOR, ROLE_ADMIN),
 }
+
+
+def _qualified(name: str) -> tuple[str, str]:
+    app, _, codename = name.rpartition(".")
+    return app or "runs", codename
 
 
 def ensure_roles() -> dict[str, Group]:
@@ -28,11 +36,14 @@ def ensure_roles() -> dict[str, Group]:
         name: Group.objects.get_or_create(name=name)[0]
         for name in (ROLE_OPERATOR, ROLE_APPROVER, ROLE_ADMIN)
     }
+    wanted = {_qualified(name): name for name in ROLE_PERMISSIONS}
     perms = {
-        p.codename: p
-        for p in Permission.objects.filter(
-            content_type__app_label="runs", codename__in=ROLE_PERMISSIONS
+        wanted[(p.content_type.app_label, p.codename)]: p
+        for p in Permission.objects.select_related("content_type").filter(
+            content_type__app_label__in={app for app, _ in wanted},
+            codename__in={codename for _, codename in wanted},
         )
+        if (p.content_type.app_label, p.codename) in wanted
     }
     missing = set(ROLE_PERMISSIONS) - set(perms)
     if missing:

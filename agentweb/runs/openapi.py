@@ -16,6 +16,7 @@ from agentweb.runs.api_input import (
     request_schema,
 )
 from agentweb.runs.models import Approval, Run
+from agentweb.tickets import openapi as tickets_doc
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -216,18 +217,6 @@ SCHEMAS: dict[str, Any] = {
             "edited_arguments": {"type": ["object", "null"]},
         },
     },
-    "Ticket": {
-        "type": "object",
-        "required": ["id", "subject", "body", "customer", "status"],
-        "properties": {
-            "id": {"type": "integer"},
-            "subject": {"type": "string"},
-            "body": {"type": "string"},
-            "customer": {"type": "string"},
-            "customer_name": {"type": "string"},
-            "status": {"type": "string"},
-        },
-    },
 }
 
 PATHS: dict[str, Any] = {
@@ -298,21 +287,6 @@ PATHS: dict[str, Any] = {
             "summary": "Cancel a queued, running or waiting run",
             "parameters": [_ID],
             "responses": {"200": _json(_ref("Run")), **_errors("401", "403", "404", "409")},
-        }
-    },
-    "/api/tickets": {
-        "get": {
-            "summary": "Tickets",
-            "parameters": [{"name": "status", "in": "query", "schema": {"type": "string"}}],
-            "responses": {
-                "200": _json(
-                    {
-                        "type": "object",
-                        "properties": {"tickets": {"type": "array", "items": _ref("Ticket")}},
-                    }
-                ),
-                **_errors("401"),
-            },
         }
     },
     "/api/agents": {
@@ -406,11 +380,11 @@ def document() -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "agentweb API", "version": "1"},
         "components": {
-            "schemas": SCHEMAS,
+            "schemas": {**SCHEMAS, **tickets_doc.SCHEMAS},
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}],
-        "paths": PATHS,
+        "paths": {**PATHS, **tickets_doc.PATHS},
     }
 
 
