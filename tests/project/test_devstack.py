@@ -1,6 +1,8 @@
 """`make run` both ways (embedded services, and the machine's PostgreSQL and Redis), a
-second shell's manage.py beside it, and stopping: SIGTERM to the one process we started
-must end every process of the stack within 15 s and leave no temporary Redis directory."""
+second shell's manage.py beside it, and stopping: SIGTERM or SIGINT to the one process we
+started must end every process of the stack within 15 s and leave no temporary Redis
+directory. Until then it keeps going: Redis killed -9 three times with runs in flight and
+a run page open, a worker or beat killed -9 (started again)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import contextlib
 import os
 import secrets
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,7 +22,11 @@ import httpx
 import pytest
 
 from agentweb import devstack
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT, free_port, wait_for
+from tests.fakes.llm_server import FakeLLMServer
+from tests.hardening import outages
+from tests.hardening.redis_server import RedisServer
+from tests.runs.test_e2e_ws import login
 
 STOP_WITHIN = 15.0
 
@@ -94,7 +101,7 @@ def _assert_all_gone(pids: dict[int, str], started: float) -> float:
     for pid in left:  # do not leave them to the next test
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    raise AssertionError(f"still running {STOP_WITHIN:.0f} s after SIGTERM: {left}")
+    raise AssertionError(f"still running {STOP_WITHIN:.0f} s after the signal: {left}")
 
 
 def _base_env(var: Path, port: int) -> dict[str, str]:
@@ -112,6 +119,26 @@ def _base_env(var: Path, port: int) -> dict[str, str]:
         DEBUG="1",
     )
     return env
+
+
+def _default_sigint() -> None:
+    # An IDE starts make with SIGINT at its default; a test run started in the background
+    # of a non-interactive shell would pass on SIGINT ignored, and make would keep it so.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _start_make(env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "wb") as out:
+        # -o: never reinstall the (shared) virtualenv from a test.
+        return subprocess.Popen(
+            ["make", "-s", "-o", ".venv/.installed", "run"],
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_default_sigint,  # noqa: PLW1509 - only a signal disposition
+        )
 
 
 def _second_shell(var: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -220,25 +247,19 @@ def test_make_run_stops_with_that_error_before_starting_anything(tmp_path: Path)
 
 @pytest.mark.e2e
 @pytest.mark.slow
-def test_make_run_on_the_machines_services_and_sigterm_to_make_stops_it_all(
-    tmp_path: Path, machine_database: str, stack_env: dict[str, str]
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_make_run_on_the_machines_services_and_a_signal_to_make_stops_it_all(
+    tmp_path: Path, machine_database: str, stack_env: dict[str, str], stop: signal.Signals
 ) -> None:
+    """SIGTERM or SIGINT to the make process alone (an IDE's stop button): make passes the
+    SIGINT on to nobody, and waits."""
     if not stack_env.get("REDIS_URL"):
         pytest.skip("REDIS_URL is not set")
     var, port = tmp_path / "var", free_port()
     env = _base_env(var, port)
     env.update(DATABASE_URL=machine_database, REDIS_URL=stack_env["REDIS_URL"])
     log = tmp_path / "make.log"
-    with open(log, "wb") as out:
-        # -o: never reinstall the (shared) virtualenv from a test.
-        make = subprocess.Popen(
-            ["make", "-s", "-o", ".venv/.installed", "run"],
-            cwd=ROOT,
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    make = _start_make(env, log)
     try:
         _wait_for_login_page(port, make, log)
         values = _wait_for_env_file(var)
@@ -261,7 +282,7 @@ def test_make_run_on_the_machines_services_and_sigterm_to_make_stops_it_all(
         for part in ("agentweb.devstack run", "daphne", "worker", "beat"):
             assert part in names, names
         started = time.monotonic()
-        os.kill(make.pid, signal.SIGTERM)  # make alone: it passes nothing on
+        os.kill(make.pid, stop)  # make alone, not its process group
         took = _assert_all_gone(pids, started)
         make.wait(timeout=5)
     finally:
@@ -365,3 +386,132 @@ def test_values_with_spaces_and_quotes_survive_the_env_file(
     env: dict[str, str] = {}
     devstack.load_running_env(env)
     assert env == {"SECRET_KEY": tricky}
+
+
+def _redis_pid(redis_dir: Path) -> int:
+    return int((redis_dir / "redis.pid").read_text().strip())
+
+
+def _pings(socket_path: str) -> bool:
+    with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX) as s:
+        s.settimeout(0.5)
+        s.connect(socket_path)
+        s.sendall(b"PING\r\n")
+        return s.recv(16).startswith(b"+PONG")
+    return False
+
+
+@pytest.mark.e2e
+@pytest.mark.slow
+@pytest.mark.parametrize("redis_kind", ["embedded", "redis-server"])
+def test_make_run_outlives_three_redis_kills_and_crashed_children_until_sigint(
+    tmp_path: Path, machine_database: str, redis_kind: str
+) -> None:
+    """`make run` as a person runs it, its model slow enough for runs to be in flight:
+    Redis killed -9 three times (the embedded one, which make run starts again; or a
+    redis-server of REDIS_URL, started again empty), then the worker and beat killed -9
+    (started again), then SIGINT to make alone stops everything."""
+    llm = FakeLLMServer().__enter__()
+    llm.responder = outages.script
+    llm.record = False
+    var, port = tmp_path / "var", free_port()
+    env = _base_env(var, port)
+    env.update(
+        DATABASE_URL=machine_database,
+        AGENTWEB_WORKER_CONCURRENCY="8",  # make run's default
+        AGENTWEB_LEASE_SECONDS="4",
+        AGENTWEB_MODEL="openai:fake-model",
+        OPENAI_BASE_URL=llm.openai_url,
+        OPENAI_API_KEY="test-key",
+        AGENTWEB_STREAM="0",
+    )
+    server = RedisServer(tmp_path).start() if redis_kind == "redis-server" else None
+    if server is not None:
+        env["REDIS_URL"] = server.url
+    log = tmp_path / "make.log"
+    make = _start_make(env, log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_for_login_page(port, make, log)
+        values = _wait_for_env_file(var)
+        issued = _second_shell(var, "issue_token", "operator")
+        assert issued.returncode == 0, issued.stderr
+        token = issued.stdout.strip().splitlines()[-1]
+        api = httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=10)
+        browser = login(url, "operator", env["AGENTWEB_DEMO_PASSWORD"])
+        cookie = f"sessionid={browser.cookies['sessionid']}"
+        pids = _stack_pids(make.pid)
+        worker_pid = next(p for p, cmd in pids.items() if " worker " in cmd)
+
+        def create(task: str) -> int:
+            created = api.post("/api/runs", json={"task": task})
+            assert created.status_code == 201, created.text
+            return int(created.json()["id"])
+
+        def stored(run: int) -> int:
+            return len(api.get(f"/api/runs/{run}/events?after=0").json()["events"])
+
+        def check_worker() -> None:
+            out = log.read_text()
+            assert _alive(worker_pid), out[-3000:]
+            assert "worker exited" not in out and "worker was killed" not in out, out[-3000:]
+
+        if server is not None:
+
+            def back_after_an_outage() -> None:
+                time.sleep(2.0)
+                server.start()  # empty
+
+            kill_redis, redis_back = server.kill9, back_after_an_outage
+        else:
+            socket_path = values["REDIS_URL"].removeprefix("unix://").split("?")[0]
+            redis_dir = Path(socket_path).parent
+
+            def kill_redis() -> None:
+                os.kill(_redis_pid(redis_dir), signal.SIGKILL)
+
+            def redis_back() -> None:
+                wait_for(lambda: _pings(socket_path), 40, 0.1)  # make run starts it again
+
+        stack = outages.Stack(
+            create=create,
+            status=lambda run: str(api.get(f"/api/runs/{run}").json()["status"]),
+            stored=stored,
+            kill_redis=kill_redis,
+            redis_back=redis_back,
+            check_worker=check_worker,
+        )
+        followed, follower = outages.follow_a_long_run(stack, url, cookie)
+        ids, first_kill = outages.outages(stack, followed, follower)
+        outages.all_done(stack, followed, follower, ids, first_kill)
+        if server is None:
+            assert log.read_text().count("the embedded Redis started again") == outages.KILLS
+
+        # A crashed worker or beat is started again, with a line saying so.
+        for name in ("worker", "beat"):
+            pid = next(p for p, cmd in _stack_pids(make.pid).items() if f" {name} " in cmd)
+            os.kill(pid, signal.SIGKILL)
+            wait_for(lambda n=name: f"{n} started again" in log.read_text(), 30, 0.2)
+            assert f"{name} was killed by SIGKILL" in log.read_text()
+        run = create("After the worker and beat were killed")
+        wait_for(lambda: stack.status(run) in outages.FINAL, 60, 0.5)
+        assert stack.status(run) == "succeeded"
+        assert make.poll() is None
+
+        pids = _stack_pids(make.pid)
+        if server is None:
+            pids[_redis_pid(redis_dir)] = "redis-server"
+        started = time.monotonic()
+        os.kill(make.pid, signal.SIGINT)  # make alone: an IDE's stop button
+        _assert_all_gone(pids, started)
+        make.wait(timeout=5)
+    finally:
+        if make.poll() is None:
+            os.killpg(make.pid, signal.SIGKILL)
+            make.wait()
+        if server is not None:
+            server.stop()
+        llm.__exit__(None, None, None)
+    out = log.read_text()
+    assert "Unrecoverable error" not in out, out[-3000:]
+    assert "make is stopping (SIGINT)" in out, out[-2000:]
