@@ -10,8 +10,9 @@ One mechanism instead of per-field patches:
   message that says what was wrong (JSON under ``/api/``, the app's page elsewhere);
   a body over ``MAX_API_BODY`` is 413. It maps what still escapes a view: PostgreSQL
   refusing a value (``DataError``) is 400, PostgreSQL unreachable is 503. Under ``/api/``
-  any error answer that is not JSON yet (404 for unknown paths, 405, 413, 500) is
-  replaced by ``{"error": {"code", "message"}}``.
+  and ``/hooks/`` any error answer that is not JSON yet (404 for unknown paths, 405, 413,
+  500) is replaced by ``{"error": {"code", "message"}}`` (a webhook's body is parsed by its
+  view, after the signature is checked).
 """
 
 from __future__ import annotations
@@ -161,6 +162,12 @@ _STATUS_MESSAGES = {
 
 
 def is_api(request: HttpRequest) -> bool:
+    """Paths whose every answer is JSON: the API and the webhooks."""
+    return request.path_info.startswith(("/api/", "/hooks/"))
+
+
+def _parses_json_body(request: HttpRequest) -> bool:
+    """The API's bodies are parsed here; a webhook's only after its signature checked."""
     return request.path_info.startswith("/api/")
 
 
@@ -249,7 +256,7 @@ class EdgeMiddleware:
                         return refuse(request, 413, "too_large", _STATUS_MESSAGES[413])
                     if len(request.body) > MAX_API_BODY:
                         return refuse(request, 413, "too_large", _STATUS_MESSAGES[413])
-                    if request.body:
+                    if request.body and _parses_json_body(request):
                         request_json(request)
         except BadInput as exc:
             return refuse(request, 400, "invalid_json", f"request body: {exc}")
@@ -279,7 +286,7 @@ class RoleRequiredMiddleware:
     """No role, no data: a signed-in user in none of the roles (operator, approver, admin)
     gets 403 on every page and API call except logging in and out and their account."""
 
-    EXEMPT = ("/accounts/", "/account/", "/healthz", "/static/", "/admin/", "/metrics")
+    EXEMPT = ("/accounts/", "/account/", "/healthz", "/static/", "/admin/", "/metrics", "/hooks/")
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response

@@ -18,6 +18,7 @@ urlpatterns = [
     path("accounts/", include("django.contrib.auth.urls")),
     path("account/", include("agentweb.accounts.urls")),
     path("api/", include("agentweb.tickets.api_urls")),
+    path("hooks/", include("agentweb.tickets.hook_urls")),
     path("api/", include("agentweb.runs.api_urls")),
     path("", include("agentweb.web.urls")),
 ]

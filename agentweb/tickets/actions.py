@@ -9,21 +9,26 @@ they carry the same text, one message. Browsers hear of a change after commit.
 from __future__ import annotations
 
 import logging
+import re
+import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from agentweb.runs import publish
-from agentweb.runs.errors import NotAllowed, NotFound
-from agentweb.tickets.models import API_SOURCE, Message, Ticket
+from agentweb.runs.errors import ActionError, Conflict, NotAllowed, NotFound
+from agentweb.tickets.models import API_SOURCE, RESERVED_SOURCES, Message, Source, Ticket
 
 log = logging.getLogger(__name__)
 
 TICKETS_GROUP = "tickets"
+NO_SUBJECT = "(no subject)"
+SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 #: Called after commit with (ticket id, new incoming message id or None, created): the
 #: intake rules listen here (``agentweb.tickets.intake``).
@@ -104,7 +109,7 @@ def _ticket_for(incoming: Incoming, now: datetime) -> tuple[Ticket, bool]:
         return Ticket(
             source=incoming.source,
             external_id=incoming.external_id,
-            subject=incoming.subject,
+            subject=incoming.subject or NO_SUBJECT,
             requester_email=incoming.requester_email,
             requester_name=incoming.requester_name,
             status=incoming.status or Ticket.Status.OPEN,
@@ -324,3 +329,43 @@ def do_add_outgoing(
         setattr(ticket, name, value)
     _changed_on_commit(ticket.pk, None, False)
     return message
+
+
+# --- sources ------------------------------------------------------------------------------
+
+
+def new_secret() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def check_source(name: str, kind: str, reply_url: str) -> None:
+    """Why a source cannot be stored as given (``ActionError``), or nothing."""
+    if not SOURCE_NAME.fullmatch(name):
+        raise ActionError(f"source name {name[:64]!r}: use 1-64 of a-z, 0-9, _ and -")
+    if name in RESERVED_SOURCES:
+        raise ActionError(f"{name!r} is a built-in source ({', '.join(RESERVED_SOURCES)})")
+    if kind not in Source.Kind.values:
+        raise ActionError(f"kind must be one of {', '.join(Source.Kind.values)}")
+    if reply_url:
+        parts = urlsplit(reply_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ActionError(f"reply URL {reply_url[:200]!r} is not an http(s) URL")
+
+
+def do_add_source(
+    name: str, *, kind: str, reply_url: str = "", secret: str | None = None
+) -> tuple[Source, str]:
+    """A new webhook source and its secret (shown to the caller once)."""
+    check_source(name, kind, reply_url)
+    if Source.objects.filter(name=name).exists():
+        raise Conflict(f"a source named {name!r} exists")
+    secret = secret or new_secret()
+    source = Source.objects.create(name=name, kind=kind, reply_url=reply_url, secret=secret)
+    return source, secret
+
+
+def do_set_secret(name: str, secret: str | None = None) -> str:
+    secret = secret or new_secret()
+    if not Source.objects.filter(name=name).update(secret=secret):
+        raise NotFound(f"no source named {name!r}")
+    return secret

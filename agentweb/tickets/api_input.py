@@ -22,13 +22,13 @@ from pydantic import (
 )
 
 from agentweb.runs.errors import ActionError
+from agentweb.tickets.actions import SOURCE_NAME
 from agentweb.tickets.models import MAX_QUEUE, MAX_SUBJECT, MAX_TAG, Ticket
 
 MAX_BODY = 200_000  # characters of one message
 MAX_TAGS = 50
 MAX_FIELDS_BYTES = 64_000  # of a ticket's fields, as JSON
 MAX_EXTERNAL_ID = 500
-SOURCE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
 class InvalidTicket(ActionError):

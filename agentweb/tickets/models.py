@@ -156,3 +156,49 @@ class Message(models.Model):
                 if isinstance(a, dict)
             ],
         }
+
+
+class Source(models.Model):
+    """A helpdesk (or any system) that sends tickets to ``/hooks/tickets/<name>`` signed
+    with ``secret``, and takes replies at ``reply_url`` (signed the same way)."""
+
+    class Kind(models.TextChoices):
+        GENERIC = "generic", "Generic (agentweb's JSON, X-Agentweb-Signature)"
+        ZENDESK = "zendesk", "Zendesk (its trigger payload and webhook signature)"
+
+    name = models.CharField(max_length=64, unique=True)
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.GENERIC)
+    secret = models.CharField(max_length=200, help_text="Shown once when set; signs both ways")
+    reply_url = models.URLField(max_length=500, blank=True)
+    enabled = models.BooleanField(default=True)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind})"
+
+
+class WebhookDelivery(models.Model):
+    """A delivery a source made, by its id: the same id again changes nothing (200).
+    Written in the transaction that applies the delivery, so a refused one leaves none."""
+
+    source = models.ForeignKey(Source, on_delete=models.CASCADE, related_name="deliveries")
+    delivery_id = models.CharField(max_length=200)
+    event = models.CharField(max_length=40)
+    ticket = models.ForeignKey(
+        Ticket, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    received_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-received_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["source", "delivery_id"], name="tickets_delivery_id_unique"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.source_id}:{self.delivery_id}"
