@@ -7,7 +7,7 @@ runs whose tree shows the run, and to observability (spans and metrics).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -18,6 +18,18 @@ from django.utils import timezone
 from agentweb.observability.steps import events_stored as observe_stored
 from agentweb.runs import publish
 from agentweb.runs.models import AuditEntry, Run, RunEvent
+
+#: ``hook(run, rows)`` for every batch of stored events, in the transaction that stores
+#: them (so what a hook writes commits with the events): ``on_events_stored``.
+StoredHook = Callable[[Run, list[RunEvent]], None]
+_stored_hooks: list[StoredHook] = []
+
+
+def on_events_stored(hook: StoredHook) -> None:
+    """Call ``hook(run, rows)`` with each batch of events as it is stored (other apps react
+    to what runs do: ``agentweb.notify`` tells people of approvals and runs' ends)."""
+    if hook not in _stored_hooks:
+        _stored_hooks.append(hook)
 
 
 def append_events(
@@ -44,6 +56,8 @@ def append_events(
         Run.objects.filter(pk=run.pk).update(last_seq=seq)
     publish.run_changed_on_commit(run.pk, seq, run.status if status_changed else None)
     observe_stored(run, rows)  # spans and metrics, after commit
+    for hook in _stored_hooks:
+        hook(run, rows)
     if run.parent_id is not None or any(r.type.startswith("subtask_") for r in rows):
         publish.tree_changed_on_commit(run.pk, run.parent_id, run.root_id, (r.type for r in rows))
     return rows
