@@ -37,9 +37,14 @@ app.conf.beat_schedule = {
         "task": "agentweb.outbox.tasks.sweep_deliveries",
         "schedule": timedelta(seconds=2),
     },
+    # Approvals still pending: escalation (once) and the reminder before expiry (once).
+    "escalate-and-remind": {
+        "task": "agentweb.notify.tasks.escalate_and_remind",
+        "schedule": timedelta(seconds=5),
+    },
     "expire-approvals": {
         "task": "agentweb.runs.tasks.expire_approvals",
-        "schedule": timedelta(seconds=30),
+        "schedule": timedelta(seconds=5),
     },
     "clean-workspaces": {
         "task": "agentweb.runs.tasks.clean_workspaces",

@@ -60,6 +60,7 @@ SHARED_VARS = (
     "AGENTWEB_DEMO_PASSWORD",
     "OPENAI_BASE_URL",
     "ANTHROPIC_BASE_URL",
+    "AGENTWEB_SITE_URL",
 )
 VERBOSE = False
 
@@ -488,6 +489,8 @@ def cmd_run(port: int) -> int:
     env = dict(os.environ)
     env.setdefault("DEBUG", "1")
     env.setdefault("PYTHONUNBUFFERED", "1")
+    # Links in approval mails and Slack messages point at this stack.
+    env.setdefault("AGENTWEB_SITE_URL", f"http://127.0.0.1:{port}")
     # ./var exists whatever the services: beat's schedule and the env file live there.
     _var_dir().mkdir(parents=True, exist_ok=True)
     _state_dir().mkdir(parents=True, exist_ok=True)

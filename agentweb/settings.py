@@ -24,8 +24,9 @@ from agentweb.env import (
     parse_roles_map,
     redis_urls,
 )
+from agentweb.notify.config import check_site_url_for_links, parse_slack_users, parse_webhooks
 from agentweb.observability.logs import logging_config
-from agentweb.outbox.config import parse_mail_from, parse_site_url, parse_smtp_url
+from agentweb.outbox.config import check_http_url, parse_mail_from, parse_site_url, parse_smtp_url
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -66,6 +67,7 @@ INSTALLED_APPS = [
     "agentweb.tickets",
     "agentweb.runs",
     "agentweb.outbox",
+    "agentweb.notify",
     "agentweb.web",
 ]
 
@@ -181,7 +183,8 @@ AGENTWEB_LEASE_SECONDS = env_int("AGENTWEB_LEASE_SECONDS", 30, minimum=2)
 # (synchronous_commit off: lost only if PostgreSQL itself crashes, then redone from the
 # last flushed step); a run's end or pause, and anything else, waits. 1: every step waits.
 AGENTWEB_SYNC_STEPS = env_bool("AGENTWEB_SYNC_STEPS", False)
-AGENTWEB_APPROVAL_TTL_HOURS = env_int("AGENTWEB_APPROVAL_TTL_HOURS", 24, minimum=1)
+# Decimals accepted (0.01 hours is 36 s), so drills and tests need not wait.
+AGENTWEB_APPROVAL_TTL_HOURS = env_float("AGENTWEB_APPROVAL_TTL_HOURS", 24, above=0)
 # tools.workbench (optional): run workspaces, their retention, the address guard's
 # exceptions. The tools read the same variables per call; they are checked here so a bad
 # value stops start-up.
@@ -218,6 +221,32 @@ AGENTWEB_SITE_URL = parse_site_url(env_str("AGENTWEB_SITE_URL"))
 AGENTWEB_DELIVERY_TIMEOUT_SECONDS = env_float("AGENTWEB_DELIVERY_TIMEOUT_SECONDS", 10, above=0)
 # A delivery that keeps failing is retried with backoff for this long, then failed.
 AGENTWEB_DELIVERY_RETRY_HOURS = env_float("AGENTWEB_DELIVERY_RETRY_HOURS", 24, above=0)
+
+# --- Approvals where people work (agentweb/notify, DESIGN §12).
+AGENTWEB_SLACK_WEBHOOK_URL = env_str("AGENTWEB_SLACK_WEBHOOK_URL")
+if AGENTWEB_SLACK_WEBHOOK_URL:
+    check_http_url(AGENTWEB_SLACK_WEBHOOK_URL, "AGENTWEB_SLACK_WEBHOOK_URL")
+AGENTWEB_SLACK_SIGNING_SECRET = env_str("AGENTWEB_SLACK_SIGNING_SECRET")
+if AGENTWEB_SLACK_WEBHOOK_URL and not AGENTWEB_SLACK_SIGNING_SECRET:
+    raise ImproperlyConfigured(
+        "AGENTWEB_SLACK_SIGNING_SECRET must be set when AGENTWEB_SLACK_WEBHOOK_URL is: the "
+        "messages' buttons call back to /hooks/slack/interactions, signed with it (your Slack "
+        "app's Basic Information page)"
+    )
+AGENTWEB_SLACK_USERS = parse_slack_users(env_str("AGENTWEB_SLACK_USERS"))
+AGENTWEB_WEBHOOKS = parse_webhooks(env_str("AGENTWEB_WEBHOOKS"))
+check_site_url_for_links(AGENTWEB_SITE_URL, AGENTWEB_SMTP is not None, AGENTWEB_SLACK_WEBHOOK_URL)
+# Escalation: a request still pending this long goes to the group's members too (0: off;
+# a policy's escalate_after_minutes sets it per tool). One reminder goes this long before
+# expiry to everyone first told.
+AGENTWEB_ESCALATE_AFTER_MINUTES = env_float("AGENTWEB_ESCALATE_AFTER_MINUTES", 0, minimum=0)
+AGENTWEB_ESCALATION_GROUP = env_str("AGENTWEB_ESCALATION_GROUP")
+if AGENTWEB_ESCALATE_AFTER_MINUTES and not AGENTWEB_ESCALATION_GROUP:
+    raise ImproperlyConfigured(
+        "AGENTWEB_ESCALATE_AFTER_MINUTES needs AGENTWEB_ESCALATION_GROUP: the Django group "
+        "whose members are told when nobody decided in time"
+    )
+AGENTWEB_APPROVAL_REMIND_MINUTES = env_float("AGENTWEB_APPROVAL_REMIND_MINUTES", 60, minimum=0)
 
 # --- Auth. Failed logins are throttled per user name and address (django-axes): after
 # AGENTWEB_LOGIN_FAILURES failures that pair is locked for AGENTWEB_LOGIN_COOLOFF_MINUTES.

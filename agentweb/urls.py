@@ -20,6 +20,7 @@ urlpatterns = [
     path("api/", include("agentweb.tickets.api_urls")),
     path("hooks/", include("agentweb.tickets.hook_urls")),
     path("api/", include("agentweb.runs.api_urls")),
+    path("", include("agentweb.notify.urls")),
     path("", include("agentweb.web.urls")),
 ]
 

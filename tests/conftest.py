@@ -54,6 +54,7 @@ def stack_env(django_db_setup: None) -> dict[str, str]:
     env["DEBUG"] = "1"
     env["PYTHONUNBUFFERED"] = "1"
     env.setdefault("AGENTWEB_LEASE_SECONDS", "30")
+    env.setdefault("AGENTWEB_SITE_URL", "http://127.0.0.1")  # links in mails (with SMTP set)
     env["AGENTWEB_QUEUE"] = STACK_QUEUE  # fixtures with a stack of their own override it
     return env
 

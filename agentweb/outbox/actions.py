@@ -15,7 +15,7 @@ from email.policy import SMTP
 from email.utils import format_datetime, parseaddr
 from typing import Any
 
-from celery import current_app, current_task
+from celery import current_task
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connections, transaction
@@ -25,6 +25,7 @@ from django.utils import timezone
 from agentweb.outbox import lanes
 from agentweb.outbox.models import Delivery, lane_of
 from agentweb.outbox.transports import SENDERS, DeliveryError
+from agentweb.runs import queue
 
 log = logging.getLogger(__name__)
 
@@ -291,9 +292,7 @@ def dispatch(delivery_pk: int, lane: str) -> None:
         lanes.submit(lane, delivery_pk, attempt_in_lane)
         return
     try:
-        current_app.send_task(
-            DELIVER_TASK, args=[delivery_pk, lane], queue=settings.CELERY_TASK_DEFAULT_QUEUE
-        )
+        queue.send(DELIVER_TASK, delivery_pk, lane)
     except Exception as exc:
         log.warning("delivery %s: could not wake a worker (%s); the sweep will", delivery_pk, exc)
         Delivery.objects.filter(pk=delivery_pk).update(dispatched_at=None)

@@ -11,8 +11,10 @@ from typing import Any
 
 import pytest
 
+from agentweb.celery import app
 from agentweb.outbox import actions as outbox
 from agentweb.outbox.models import Delivery
+from agentweb.runs import queue
 from tests.conftest import Proc, start_beat, start_worker, wait_for
 from tests.fakes.receiver import Receiver
 from tests.fakes.smtp_server import FakeSmtpServer
@@ -56,6 +58,7 @@ def stack(
     tmp_path: Path,
     smtp: FakeSmtpServer,
     settings: Any,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> Iterator[Stack]:
     env = {
         **stack_env,
@@ -65,7 +68,9 @@ def stack(
         "AGENTWEB_DELIVERY_TIMEOUT_SECONDS": "1",
     }
     # Wake-ups sent from this process go to this stack's worker.
-    settings.CELERY_TASK_DEFAULT_QUEUE = QUEUE
+    monkeypatch.setattr(
+        queue, "send", lambda task, *args: app.send_task(task, args=list(args), queue=QUEUE)
+    )
     settings.AGENTWEB_MAIL_FROM = "agentweb@example.test"
     settings.AGENTWEB_DELIVERY_TIMEOUT_SECONDS = 1
     running = Stack(env, tmp_path)

@@ -1,0 +1,288 @@
+"""Approvals reach people where they are (DESIGN §12): a mail to everyone who may decide,
+a Slack message, signed webhooks; escalation and one reminder. Everything here queues
+deliveries in the caller's transaction (``agentweb.outbox``): the step or decision that
+stored the event commits them, a worker sends them, and nothing here waits on a channel.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import secrets
+from collections.abc import Iterable
+from datetime import datetime, timedelta
+from email.utils import formataddr
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import Group, User
+from django.db.models import Q
+from django.utils import timezone
+
+from agentweb.notify.cards import ApprovalCard, approval_card
+from agentweb.notify.messages import approval_mail, slack_request
+from agentweb.notify.models import ApprovalLink, ApprovalNotice, SlackIdentity, hash_token
+from agentweb.outbox import actions as outbox
+from agentweb.outbox.models import Delivery
+from agentweb.runs import actions as runs
+from agentweb.runs.models import Approval, Run
+
+log = logging.getLogger(__name__)
+
+ABOUT = "approval"  # deliveries of an approval's notifications: ("approval", id)
+DECIDE_PERMISSION = "runs.decide_approval"
+
+
+# --- who ---------------------------------------------------------------------------------
+
+
+def _deciders(candidates: Iterable[User], approval: Approval) -> list[User]:
+    """Of ``candidates``, those who may decide ``approval`` (the rule of the decision
+    itself: never the run's starter), with an email address."""
+    out = []
+    for user in candidates:
+        if not user.email:
+            continue
+        allowed, _ = runs.may_decide(user, approval)
+        if allowed:
+            out.append(user)
+    return out
+
+
+def recipients(approval: Approval) -> list[User]:
+    """Everyone who may decide the approval and has an email address."""
+    perm_app, perm_code = DECIDE_PERMISSION.split(".")
+    holders = (
+        User.objects.filter(is_active=True)
+        .filter(
+            Q(is_superuser=True)
+            | Q(
+                user_permissions__codename=perm_code,
+                user_permissions__content_type__app_label=perm_app,
+            )
+            | Q(
+                groups__permissions__codename=perm_code,
+                groups__permissions__content_type__app_label=perm_app,
+            )
+        )
+        .exclude(email="")
+        .distinct()
+        .order_by("pk")
+    )
+    return _deciders(holders, approval)
+
+
+def escalation_recipients(approval: Approval) -> list[User]:
+    name = settings.AGENTWEB_ESCALATION_GROUP
+    if not name:
+        return []
+    group = Group.objects.filter(name=name).first()
+    if group is None:
+        log.warning("AGENTWEB_ESCALATION_GROUP names %r, which is not a group", name)
+        return []
+    members = group.user_set.filter(is_active=True).order_by("pk")
+    return _deciders(members, approval)
+
+
+def slack_user(slack_id: str) -> User | None:
+    """The agentweb user behind a Slack user id: ``AGENTWEB_SLACK_USERS`` first, then the
+    Slack id an admin set on the user."""
+    username = settings.AGENTWEB_SLACK_USERS.get(slack_id)
+    if username is not None:
+        return User.objects.filter(username=username, is_active=True).first()
+    found = SlackIdentity.objects.select_related("user").filter(slack_id=slack_id).first()
+    return found.user if found is not None and found.user.is_active else None
+
+
+# --- mail and Slack ------------------------------------------------------------------------
+
+
+def link_url(approval_id: int, raw_token: str) -> str:
+    return f"{settings.AGENTWEB_SITE_URL}/approvals/{approval_id}/?t={raw_token}"
+
+
+def _mail(approval: Approval, user: User, card: ApprovalCard, purpose: str) -> None:
+    raw = secrets.token_urlsafe(32)
+    ApprovalLink.objects.create(
+        approval=approval,
+        user=user,
+        token_hash=hash_token(raw),
+        arguments_hash=approval.arguments_hash,
+        purpose=purpose,
+        expires_at=approval.expires_at,
+    )
+    mail = approval_mail(card, link_url(approval.pk, raw), purpose)
+    outbox.do_queue_email(
+        to=formataddr((user.get_full_name() or user.get_username(), user.email)),
+        subject=mail.subject,
+        text=mail.text,
+        html=mail.html,
+        headers={"Auto-Submitted": "auto-generated"},
+        to_label=f"{user.get_username()} <{user.email}>",
+        topic=f"approval.{purpose}",
+        about=(ABOUT, approval.pk),
+    )
+
+
+def _slack(approval: Approval, card: ApprovalCard, purpose: str) -> bool:
+    url = settings.AGENTWEB_SLACK_WEBHOOK_URL
+    if not url:
+        return False
+    outbox.do_queue_slack(
+        url=url,
+        payload=slack_request(card, approval.arguments_hash, purpose),
+        to_label="Slack",
+        topic=f"approval.{purpose}",
+        about=(ABOUT, approval.pk),
+    )
+    return True
+
+
+def _tell(approval: Approval, users: list[User], purpose: str) -> bool:
+    """Mail ``users`` and post to Slack; True when Slack was told."""
+    needed, given = quorum(approval)
+    card = approval_card(approval, needed=needed, given=given)
+    if settings.AGENTWEB_SMTP is not None:
+        for user in users:
+            _mail(approval, user, card, purpose)
+    return _slack(approval, card, purpose)
+
+
+def quorum(approval: Approval) -> tuple[int, int]:
+    """(approvals needed, approvals given)."""
+    return 1, 0
+
+
+def escalate_after(approval: Approval) -> float | None:
+    minutes = settings.AGENTWEB_ESCALATE_AFTER_MINUTES
+    return minutes if minutes and settings.AGENTWEB_ESCALATION_GROUP else None
+
+
+def first_recipients(approval: Approval, escalates: bool) -> list[User]:
+    """Who is mailed when the request is made: everyone who may decide, except the
+    escalation group's members when it will escalate (they hear of it if nobody decided
+    in time), unless that leaves nobody."""
+    users = recipients(approval)
+    if not escalates:
+        return users
+    held = {u.pk for u in escalation_recipients(approval)}
+    first = [u for u in users if u.pk not in held]
+    return first or users
+
+
+def do_notify_requested(approval: Approval) -> None:
+    """A new (or re-opened) approval request: mail everyone who may decide it, post to
+    Slack, send ``approval.requested`` to the webhooks, and plan escalation and the
+    reminder. Call in the transaction that stored its ``approval_requested`` event."""
+    minutes = escalate_after(approval)
+    mail_on = settings.AGENTWEB_SMTP is not None
+    users = first_recipients(approval, bool(minutes)) if mail_on else []
+    told_slack = _tell(approval, users, ApprovalLink.Purpose.REQUESTED)
+    now = timezone.now()
+    remind = timedelta(minutes=settings.AGENTWEB_APPROVAL_REMIND_MINUTES)
+    remind_at: datetime | None = approval.expires_at - remind
+    if remind_at is not None and remind_at <= now:
+        remind_at = None  # the request is shorter than the reminder's notice
+    ApprovalNotice.objects.update_or_create(
+        approval=approval,
+        defaults={
+            "notified": [u.pk for u in users],
+            "slack": told_slack,
+            "escalate_at": now + timedelta(minutes=minutes) if minutes else None,
+            "escalated_at": None,
+            "remind_at": remind_at,
+            "reminded_at": None,
+        },
+    )
+    send_event("approval.requested", approval.run, approval=approval)
+
+
+def do_escalate_and_remind(now: datetime | None = None) -> int:
+    """Beat: escalate approvals still pending past their escalation time (once), and send
+    the one reminder before expiry (once). Each is claimed by a conditional UPDATE."""
+    now = now or timezone.now()
+    done = 0
+    pending = Q(approval__status=Approval.Status.PENDING, approval__expires_at__gt=now)
+    due = ApprovalNotice.objects.filter(
+        pending, escalated_at__isnull=True, escalate_at__isnull=False, escalate_at__lte=now
+    ).values_list("pk", flat=True)[:200]
+    for pk in list(due):
+        if ApprovalNotice.objects.filter(pk=pk, escalated_at__isnull=True).update(escalated_at=now):
+            notice = ApprovalNotice.objects.select_related("approval__run").get(pk=pk)
+            users = escalation_recipients(notice.approval)
+            if not users and not settings.AGENTWEB_SLACK_WEBHOOK_URL:
+                log.warning("approval %s: escalation reaches nobody", notice.approval_id)
+            _tell(notice.approval, users, ApprovalLink.Purpose.ESCALATED)
+            done += 1
+    due = ApprovalNotice.objects.filter(
+        pending, reminded_at__isnull=True, remind_at__isnull=False, remind_at__lte=now
+    ).values_list("pk", flat=True)[:200]
+    for pk in list(due):
+        if ApprovalNotice.objects.filter(pk=pk, reminded_at__isnull=True).update(reminded_at=now):
+            notice = ApprovalNotice.objects.select_related("approval__run").get(pk=pk)
+            users = list(User.objects.filter(pk__in=notice.notified, is_active=True))
+            users = _deciders(users, notice.approval)
+            needed, given = quorum(notice.approval)
+            card = approval_card(notice.approval, needed=needed, given=given)
+            if settings.AGENTWEB_SMTP is not None:
+                for user in users:
+                    _mail(notice.approval, user, card, ApprovalLink.Purpose.REMINDER)
+            if notice.slack:
+                _slack(notice.approval, card, ApprovalLink.Purpose.REMINDER)
+            done += 1
+    return done
+
+
+# --- webhooks out ---------------------------------------------------------------------------
+
+
+def webhook_secret(url: str) -> str:
+    """The secret a webhook URL's POSTs are signed with (``manage.py webhooks secret URL``):
+    derived from ``SECRET_KEY`` and the URL, so nothing needs storing."""
+    key = settings.SECRET_KEY.encode()
+    return hmac.new(key, b"agentweb-webhook\x00" + url.encode(), hashlib.sha256).hexdigest()
+
+
+def approval_json(approval: Approval) -> dict[str, Any]:
+    """An approval as ``GET /api/approvals`` gives it, with its notifications."""
+    data: dict[str, Any] = dict(approval.as_json())
+    needed, given = quorum(approval)
+    data["approvals_needed"], data["approvals_given"] = needed, given
+    data["notifications"] = notifications(approval.pk)
+    return data
+
+
+def notifications(approval_id: int) -> list[dict[str, Any]]:
+    rows = Delivery.objects.filter(about_type=ABOUT, about_id=approval_id).order_by("pk")
+    out = []
+    for d in rows:
+        note: dict[str, Any] = dict(d.as_notification())
+        out.append(note)
+    return out
+
+
+def send_event(
+    event: str, run: Run, *, approval: Approval | None = None, status: str | None = None
+) -> None:
+    """Queue ``event`` for every ``AGENTWEB_WEBHOOKS`` URL, in order per run and URL."""
+    urls = settings.AGENTWEB_WEBHOOKS
+    if not urls:
+        return
+    data: dict[str, Any] = {"run": run.pk}
+    if approval is not None:
+        data["approval"] = approval_json(approval)
+    if status is not None:
+        data["status"] = status
+    at = timezone.now().isoformat()
+    about = (ABOUT, approval.pk) if approval is not None else ("run", run.pk)
+    for url in urls:
+        outbox.do_queue_webhook(
+            url=url,
+            secret=webhook_secret(url),
+            payload={"event": event, "delivery_id": None, "at": at, "data": data},
+            to_label=url,
+            topic=event,
+            about=about,
+            ordering_key=f"run:{run.pk}:{url}",
+        )
