@@ -52,11 +52,11 @@ def _ms(value: Any) -> float:
     return value if isinstance(value, int | float) else 0
 
 
-def _run_started(d: ev.RunStartedData) -> EventText:
+def _run_started(d: Mapping[str, Any]) -> EventText:
     return EventText("run started", ev.RUN_STARTED)
 
 
-def _model_called(d: ev.ModelCalledData) -> EventText:
+def _model_called(d: Mapping[str, Any]) -> EventText:
     calls = [c for c in d.get("tool_calls") or () if isinstance(c, dict)]
     names = [str(c.get("name")) for c in calls]
     text = str(d.get("text") or "")
@@ -77,12 +77,12 @@ def _model_called(d: ev.ModelCalledData) -> EventText:
     return EventText(summary, log, ("assistant", "\n".join(parts) or "(no text)"))
 
 
-def _tool_call_started(d: ev.ToolCallStartedData) -> EventText:
+def _tool_call_started(d: Mapping[str, Any]) -> EventText:
     tool = d.get("tool")
     return EventText(f"running {tool}", f"→ {tool}({_inline(d.get('arguments'))})")
 
 
-def _tool_call_finished(d: ev.ToolCallFinishedData) -> EventText:
+def _tool_call_finished(d: Mapping[str, Any]) -> EventText:
     tool = d.get("tool")
     ok = d.get("ok", True)
     status = "ok" if d.get("ok") else f"error: {d.get('error')}"
@@ -94,7 +94,7 @@ def _tool_call_finished(d: ev.ToolCallFinishedData) -> EventText:
     )
 
 
-def _approval_requested(d: ev.ApprovalRequestedData) -> EventText:
+def _approval_requested(d: Mapping[str, Any]) -> EventText:
     tool = d.get("tool")
     return EventText(
         f"waiting for a person to decide {tool}",
@@ -102,7 +102,7 @@ def _approval_requested(d: ev.ApprovalRequestedData) -> EventText:
     )
 
 
-def _approval_decided(d: ev.ApprovalDecidedData) -> EventText:
+def _approval_decided(d: Mapping[str, Any]) -> EventText:
     tool, decision = d.get("tool"), d.get("decision")
     said = None
     if decision != "approved":  # a rejection or an expiry goes back to the model
@@ -112,33 +112,33 @@ def _approval_decided(d: ev.ApprovalDecidedData) -> EventText:
     )
 
 
-def _context_compacted(d: ev.ContextCompactedData) -> EventText:
+def _context_compacted(d: Mapping[str, Any]) -> EventText:
     said = f"context compacted: {d.get('tokens_before')} → {d.get('tokens_after')} tokens"
     return EventText("context compacted", ev.CONTEXT_COMPACTED, ("system", said))
 
 
-def _run_finished(d: ev.RunFinishedData) -> EventText:
+def _run_finished(d: Mapping[str, Any]) -> EventText:
     answer = d.get("final_answer")
     return EventText("answered: " + short(answer), f"finished: {answer}")
 
 
-def _run_failed(d: ev.RunFailedData) -> EventText:
+def _run_failed(d: Mapping[str, Any]) -> EventText:
     return EventText("failed: " + short(d.get("reason")), f"failed: {d.get('reason')}")
 
 
-def _run_cancelled(d: ev.RunCancelledData) -> EventText:
+def _run_cancelled(d: Mapping[str, Any]) -> EventText:
     return EventText("cancelled", ev.RUN_CANCELLED)
 
 
-def _subtask_started(d: ev.SubtaskStartedData) -> EventText:
+def _subtask_started(d: Mapping[str, Any]) -> EventText:
     return EventText(f"delegated task #{d.get('task_id')} to {d.get('agent')}", ev.SUBTASK_STARTED)
 
 
-def _subtask_finished(d: ev.SubtaskFinishedData) -> EventText:
+def _subtask_finished(d: Mapping[str, Any]) -> EventText:
     return EventText(f"task #{d.get('task_id')} {d.get('status')}", ev.SUBTASK_FINISHED)
 
 
-def _completion_objected(d: ev.CompletionObjectedData) -> EventText:
+def _completion_objected(d: Mapping[str, Any]) -> EventText:
     said = (f"validator · {d.get('validator', '')}", str(d.get("reason") or ""))
     return EventText("completion objected", ev.COMPLETION_OBJECTED, said)
 

@@ -320,7 +320,7 @@ class LayeredContextPolicy(ContextPolicy):
         if done:
             mem.compactions += 1
             events.append(
-                ev.context_compacted(
+                ev.ContextCompacted(
                     tokens_before=tokens_before,
                     tokens_after=tokens,
                     budget=self.budget_tokens,

@@ -1,22 +1,33 @@
-"""Events of a run: their names, the shape of each one's ``data`` (a TypedDict per type)
-and one function per type that builds it. The runtime and the host build every event
-through these functions, so mypy checks the keys where an event is made.
+"""Events of a run: one frozen dataclass per type, ``Event`` their union, discriminated
+by ``type``.
 
-Names and keys are frozen once shipped: add new types or optional keys, never rename.
+An event's stored form is ``{"type": ..., "data": {...}}`` (``to_json``); ``data`` holds
+its fields in the order they are declared, an optional key only when it says something
+(a flag when true, a value when given), exactly as the events shipped before these
+classes. ``parse(type, data)`` reads a stored event back (``RunEvent.as_event()`` on the
+Django side) and refuses data that does not fit its type. Readers match on the classes::
+
+    match event:
+        case ModelCalled(tokens=tokens): ...
+        case ToolCallFinished(ok=False, error=error): ...
+
+Names and keys are frozen once shipped: add new types or optional keys, never rename
+or reshape. A new optional key is a field with a default and one of the ``IF_*``
+metadata below.
 """
 
-# No ``from __future__ import annotations`` here: the TypedDicts' NotRequired keys must be
-# seen when the classes are made (``__optional_keys__``).
-from collections.abc import Mapping
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, NotRequired, TypedDict, cast
+from typing import Any, ClassVar, Literal, TypedDict, get_args
 
 __all__ = [
     "APPROVAL_DECIDED",
     "APPROVAL_REQUESTED",
     "COMPLETION_OBJECTED",
     "CONTEXT_COMPACTED",
-    "DATA",
     "EVENT_TYPES",
     "MODEL_CALLED",
     "RUN_CANCELLED",
@@ -27,34 +38,26 @@ __all__ = [
     "SUBTASK_STARTED",
     "TOOL_CALL_FINISHED",
     "TOOL_CALL_STARTED",
-    "ApprovalDecidedData",
-    "ApprovalRequestedData",
-    "CompletionObjectedData",
-    "ContextCompactedData",
+    "UNSET",
+    "ApprovalDecided",
+    "ApprovalRequested",
+    "CompletionObjected",
+    "ContextCompacted",
     "Event",
-    "ModelCalledData",
-    "RunCancelledData",
-    "RunFailedData",
-    "RunFinishedData",
-    "RunStartedData",
+    "EventShapeError",
+    "ModelCalled",
+    "RunCancelled",
+    "RunFailed",
+    "RunFinished",
+    "RunStarted",
+    "SubtaskFinished",
     "SubtaskFinishedData",
-    "SubtaskStartedData",
-    "ToolCallFinishedData",
-    "ToolCallStartedData",
-    "approval_decided",
-    "approval_requested",
-    "completion_objected",
-    "context_compacted",
+    "SubtaskStarted",
+    "ToolCallFinished",
+    "ToolCallStarted",
+    "Unset",
     "misfit",
-    "model_called",
-    "run_cancelled",
-    "run_failed",
-    "run_finished",
-    "run_started",
-    "subtask_finished",
-    "subtask_started",
-    "tool_call_finished",
-    "tool_call_started",
+    "parse",
 ]
 
 RUN_STARTED = "run_started"
@@ -72,40 +75,119 @@ SUBTASK_STARTED = "subtask_started"
 SUBTASK_FINISHED = "subtask_finished"
 COMPLETION_OBJECTED = "completion_objected"  # a validator sent the answer back
 
-EVENT_TYPES = frozenset(
-    {
-        RUN_STARTED,
-        MODEL_CALLED,
-        TOOL_CALL_STARTED,
-        TOOL_CALL_FINISHED,
-        APPROVAL_REQUESTED,
-        APPROVAL_DECIDED,
-        CONTEXT_COMPACTED,
-        RUN_FINISHED,
-        RUN_FAILED,
-        RUN_CANCELLED,
-        SUBTASK_STARTED,
-        SUBTASK_FINISHED,
-        COMPLETION_OBJECTED,
-    }
-)
+
+class EventShapeError(ValueError):
+    """Stored data that does not fit its event type (``parse``)."""
+
+
+# -- how a field is stored ------------------------------------------------------------------
+#
+# A field without metadata is a key always stored (it may hold None). An optional key is a
+# field with a default and ``metadata=`` one of these: its key is stored only when
+# ``keep(value, event)`` says so, and read back as the default when absent.
+
+Keep = Callable[[Any, Any], bool]  # (value, event) -> whether its key is stored
+
+
+class Unset:
+    """The value of a field whose key is absent, where the key may also hold None."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+    def __bool__(self) -> bool:
+        return False
+
+
+UNSET = Unset()
+
+
+def _truthy(value: Any, event: Any) -> bool:
+    return bool(value)
+
+
+def _given(value: Any, event: Any) -> bool:
+    return value is not None
+
+
+def _set(value: Any, event: Any) -> bool:
+    return value is not UNSET
+
+
+def _hosts_record(value: Any, event: Any) -> bool:
+    return event.tool is not None
+
+
+IF_TRUE: Mapping[str, Keep] = {"keep": _truthy}  # a flag when true, a value when not empty
+IF_GIVEN: Mapping[str, Keep] = {"keep": _given}  # a value when not None
+IF_SET: Mapping[str, Keep] = {"keep": _set}  # a value (None included) when not UNSET
+HOSTS_RECORD: Mapping[str, Keep] = {"keep": _hosts_record}  # with the host's ``tool``
 
 
 @dataclass(frozen=True, slots=True)
-class Event:
-    """One step of a run. ``data`` holds only JSON-serialisable values."""
+class _Spec:
+    """The stored keys of one event class, in order."""
 
+    keys: tuple[tuple[str, Keep | None], ...]  # (name, keep) — keep None: always stored
+    required: frozenset[str]
+    known: frozenset[str]
+    spread: str | None  # a field whose dict's keys are stored in its place
+
+
+_SPECS: dict[type, _Spec] = {}
+
+
+def _spec(cls: type) -> _Spec:
+    spec = _SPECS.get(cls)
+    if spec is None:
+        fields = [f for f in dataclasses.fields(cls) if f.name != "type"]
+        spread = getattr(cls, "_spread", None)
+        spec = _Spec(
+            keys=tuple((f.name, f.metadata.get("keep")) for f in fields),
+            required=frozenset(
+                f.name
+                for f in fields
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+            ),
+            known=frozenset(f.name for f in fields if f.name != spread),
+            spread=spread,
+        )
+        _SPECS[cls] = spec
+    return spec
+
+
+class _EventBase:
+    """What every event class has: its stored ``data`` and ``to_json``."""
+
+    __slots__ = ()
     type: str
-    data: dict[str, Any] = field(default_factory=dict)
+    _spread: ClassVar[str | None] = None
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The stored ``data`` (a new dict each time)."""
+        out: dict[str, Any] = {}
+        spread = self._spread
+        for name, keep in _spec(type(self)).keys:
+            value = getattr(self, name)
+            if name == spread:
+                out.update(value)
+            elif keep is None or keep(value, self):
+                out[name] = value
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {"type": self.type, "data": self.data}
 
 
-# --- payloads -------------------------------------------------------------------------
+# -- the events -----------------------------------------------------------------------------
 
 
-class RunStartedData(TypedDict):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunStarted(_EventBase):
+    type: Literal["run_started"] = field(default="run_started", init=False)
     task: str
     model: str
     scripted: bool
@@ -113,7 +195,9 @@ class RunStartedData(TypedDict):
     max_iterations: int
 
 
-class ModelCalledData(TypedDict):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelCalled(_EventBase):
+    type: Literal["model_called"] = field(default="model_called", init=False)
     model: str
     latency_ms: float
     tokens: dict[str, int]  # {"input", "output"}
@@ -121,352 +205,220 @@ class ModelCalledData(TypedDict):
     tool_calls: list[dict[str, Any]]  # {"id", "name", "arguments"[, "cut_off"]}
     finish_reason: str | None
     iteration: int
-    cut_off: NotRequired[bool]  # stopped at the output token limit
-    truncated: NotRequired[bool]  # longer than the installation keeps
-    reasoning: NotRequired[str]
-    context: NotRequired[dict[str, Any]]  # what the model saw (layers, tools, tokens)
-    cost_usd: NotRequired[float]  # added by the host when it stores the event
+    cut_off: bool = field(default=False, metadata=IF_TRUE)  # stopped at the output token limit
+    truncated: bool = field(default=False, metadata=IF_TRUE)  # longer than the installation keeps
+    reasoning: str | None = field(default=None, metadata=IF_TRUE)
+    # what the model saw (layers, tools, tokens)
+    context: dict[str, Any] | None = field(default=None, metadata=IF_TRUE)
+    # Added by the host when it stores the event (None: the model's price is unknown).
+    cost_usd: float | Unset | None = field(default=UNSET, metadata=IF_SET)
+
+    @property
+    def cost(self) -> float | None:
+        """What the call cost, when the host knew the price."""
+        return self.cost_usd if isinstance(self.cost_usd, int | float) else None
 
 
-class ToolCallStartedData(TypedDict):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallStarted(_EventBase):
+    type: Literal["tool_call_started"] = field(default="tool_call_started", init=False)
     call_id: str
     tool: str
     arguments: Any
     risk: str
     # Who let a medium/high-risk or policy-checked call run: {"by": "person"} or
     # {"by": "policy", "reason": ...}
-    approval: NotRequired[dict[str, str]]
-    repaired: NotRequired[dict[str, Any]]  # what the parser fixed in the arguments
-    reused: NotRequired[bool]  # the journal had the result already
+    approval: dict[str, str] | None = field(default=None, metadata=IF_GIVEN)
+    # what the parser fixed in the arguments
+    repaired: dict[str, Any] | None = field(default=None, metadata=IF_TRUE)
+    reused: bool = field(default=False, metadata=IF_TRUE)  # the journal had the result already
 
 
-class ToolCallFinishedData(TypedDict):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCallFinished(_EventBase):
+    type: Literal["tool_call_finished"] = field(default="tool_call_finished", init=False)
     call_id: str
     tool: str
     ok: bool
     result: Any
     error: str | None
     duration_ms: float
-    truncated: NotRequired[bool]  # the model saw a cut version
-    reused: NotRequired[bool]
-    images: NotRequired[list[dict[str, Any]]]  # stored image references
-    image_notes: NotRequired[list[str]]
+    truncated: bool = field(default=False, metadata=IF_TRUE)  # the model saw a cut version
+    reused: bool = field(default=False, metadata=IF_TRUE)
+    # stored image references
+    images: list[dict[str, Any]] | None = field(default=None, metadata=IF_TRUE)
+    image_notes: list[str] | None = field(default=None, metadata=IF_TRUE)
 
 
-class ApprovalRequestedData(TypedDict):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalRequested(_EventBase):
+    type: Literal["approval_requested"] = field(default="approval_requested", init=False)
     call_id: str
     tool: str
     arguments: Any
     risk: str
     reason: str | None  # high_risk | policy | malformed_arguments | unknown_outcome; host: ""
-    why: NotRequired[str]  # in words: what a rule found (e.g. the total it reached)
+    # in words: what a rule found (e.g. the total it reached)
+    why: str | None = field(default=None, metadata=IF_TRUE)
 
 
-Decision = Literal["approved", "rejected", "expired"]
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalDecided(_EventBase):
+    """The runtime's copy names the call only; the host's record (``tool`` given) also
+    says whether the arguments were edited and who decided (``by`` None: nobody)."""
 
-
-class ApprovalDecidedData(TypedDict):
+    type: Literal["approval_decided"] = field(default="approval_decided", init=False)
     call_id: str
-    decision: Decision
+    decision: Literal["approved", "rejected", "expired"]
     comment: str
     arguments: Any  # what runs (None when rejected, in the runtime's copy)
-    tool: NotRequired[str]  # the host's record also says what, whether edited, and who
-    edited: NotRequired[bool]
-    by: NotRequired[str | None]  # None: nobody (expired)
+    tool: str | None = field(default=None, metadata=HOSTS_RECORD)
+    edited: bool = field(default=False, metadata=HOSTS_RECORD)
+    by: str | None = field(default=None, metadata=HOSTS_RECORD)
 
 
-class ContextCompactedData(TypedDict):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextCompacted(_EventBase):
+    """``done`` holds one key per action taken, with what it acted on; they are stored
+    as keys of their own, between ``actions`` and ``window_start``."""
+
+    type: Literal["context_compacted"] = field(default="context_compacted", init=False)
+    _spread: ClassVar[str | None] = "done"
     tokens_before: int
     tokens_after: int
     budget: int
     actions: list[str]
+    done: dict[str, Any] = field(default_factory=dict)
     window_start: int
-    # ... and one key per action taken (e.g. "digested": [call ids]), see context.py
 
 
-class RunFinishedData(TypedDict):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFinished(_EventBase):
+    type: Literal["run_finished"] = field(default="run_finished", init=False)
     final_answer: str
     decided_by: str
     usage: dict[str, Any]
-    reason: NotRequired[str]  # why it stopped early (bounds)
-    truncated: NotRequired[bool]
+    reason: str | None = field(default=None, metadata=IF_TRUE)  # why it stopped early (bounds)
+    truncated: bool = field(default=False, metadata=IF_TRUE)
 
 
-class RunFailedData(TypedDict):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunFailed(_EventBase):
+    type: Literal["run_failed"] = field(default="run_failed", init=False)
     reason: str
 
 
-class RunCancelledData(TypedDict, total=False):
-    iteration: int  # the runtime's copy
-    by: str  # the host's record: who or what cancelled
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunCancelled(_EventBase):
+    type: Literal["run_cancelled"] = field(default="run_cancelled", init=False)
+    iteration: int | None = field(default=None, metadata=IF_GIVEN)  # the runtime's copy
+    # the host's record: who or what cancelled
+    by: str | None = field(default=None, metadata=IF_GIVEN)
 
 
-class SubtaskStartedData(TypedDict):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubtaskStarted(_EventBase):
+    type: Literal["subtask_started"] = field(default="subtask_started", init=False)
     task_id: int
     agent: str
     task: str
 
 
-class SubtaskFinishedData(TypedDict):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SubtaskFinished(_EventBase):
+    """What the parent's model reads about the child (``task_result``)."""
+
+    type: Literal["subtask_finished"] = field(default="subtask_finished", init=False)
     task_id: int
     status: Literal["succeeded", "failed"]
-    result: NotRequired[str]  # the child's answer, cut to a size the parent's model reads
-    truncated: NotRequired[bool]
-    error: NotRequired[str]
+    # the child's answer, cut to a readable size
+    result: str | None = field(default=None, metadata=IF_GIVEN)
+    truncated: bool = field(default=False, metadata=IF_TRUE)
+    error: str | None = field(default=None, metadata=IF_GIVEN)
 
 
-class CompletionObjectedData(TypedDict):
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CompletionObjected(_EventBase):
+    type: Literal["completion_objected"] = field(default="completion_objected", init=False)
     validator: str
     reason: str
 
 
-#: The ``data`` shape of each event type.
-DATA: dict[str, type] = {
-    RUN_STARTED: RunStartedData,
-    MODEL_CALLED: ModelCalledData,
-    TOOL_CALL_STARTED: ToolCallStartedData,
-    TOOL_CALL_FINISHED: ToolCallFinishedData,
-    APPROVAL_REQUESTED: ApprovalRequestedData,
-    APPROVAL_DECIDED: ApprovalDecidedData,
-    CONTEXT_COMPACTED: ContextCompactedData,
-    RUN_FINISHED: RunFinishedData,
-    RUN_FAILED: RunFailedData,
-    RUN_CANCELLED: RunCancelledData,
-    SUBTASK_STARTED: SubtaskStartedData,
-    SUBTASK_FINISHED: SubtaskFinishedData,
-    COMPLETION_OBJECTED: CompletionObjectedData,
+Event = (
+    RunStarted
+    | ModelCalled
+    | ToolCallStarted
+    | ToolCallFinished
+    | ApprovalRequested
+    | ApprovalDecided
+    | ContextCompacted
+    | RunFinished
+    | RunFailed
+    | RunCancelled
+    | SubtaskStarted
+    | SubtaskFinished
+    | CompletionObjected
+)
+
+#: Each event type's class.
+CLASSES: dict[str, type[Event]] = {
+    cls.__dataclass_fields__["type"].default: cls for cls in get_args(Event)
 }
+EVENT_TYPES = frozenset(CLASSES)
 
 
 def misfit(kind: str, data: Mapping[str, Any]) -> list[str]:
     """How ``data`` differs from the shape of ``kind``: missing and unknown keys (empty
     when it fits). ``context_compacted`` also carries one key per action it names."""
-    shape = DATA.get(kind)
-    if shape is None:
+    cls = CLASSES.get(kind)
+    if cls is None:
         return [f"unknown event type {kind!r}"]
-    required: frozenset[str] = shape.__required_keys__  # type: ignore[attr-defined]
-    known = required | shape.__optional_keys__  # type: ignore[attr-defined]
-    if kind == CONTEXT_COMPACTED:
+    spec = _spec(cls)
+    known = spec.known
+    if spec.spread is not None:
         known = known | set(data.get("actions") or ())
-    problems = [f"missing {k!r}" for k in sorted(required - set(data))]
+    problems = [f"missing {k!r}" for k in sorted(spec.required - set(data))]
     problems += [f"unknown {k!r}" for k in sorted(set(data) - known)]
     return problems
 
 
-# --- builders ---------------------------------------------------------------------------
+def parse(kind: str, data: Mapping[str, Any]) -> Event:
+    """The event a stored ``{"type": kind, "data": data}`` is; ``EventShapeError`` when
+    ``data`` does not fit ``kind``. ``parse(e.type, e.data) == e`` for every event."""
+    problems = misfit(kind, data)
+    if problems:
+        raise EventShapeError(f"{kind}: " + ", ".join(problems))
+    cls = CLASSES[kind]
+    spec = _spec(cls)
+    if spec.spread is None:
+        return cls(**data)
+    values = {k: v for k, v in data.items() if k in spec.known}
+    values[spec.spread] = {k: v for k, v in data.items() if k not in spec.known}
+    return cls(**values)
 
 
-def _event(kind: str, data: Mapping[str, Any]) -> Event:
-    return Event(kind, cast("dict[str, Any]", data))
+# -- what the parent's model reads about a child (delegation) --------------------------------
 
 
-def run_started(
-    *, task: str, model: str, scripted: bool, tools: list[str], max_iterations: int
-) -> Event:
-    data: RunStartedData = {
-        "task": task,
-        "model": model,
-        "scripted": scripted,
-        "tools": tools,
-        "max_iterations": max_iterations,
-    }
-    return _event(RUN_STARTED, data)
+class SubtaskFinishedData(TypedDict, total=False):
+    """A ``subtask_finished`` event's data: the child's result as the parent's delegating
+    tool returns it to the model."""
+
+    task_id: int
+    status: Literal["succeeded", "failed"]
+    result: str
+    truncated: bool
+    error: str
 
 
-def model_called(
-    *,
-    model: str,
-    latency_ms: float,
-    input_tokens: int,
-    output_tokens: int,
-    text: str,
-    tool_calls: list[dict[str, Any]],
-    finish_reason: str | None,
-    iteration: int,
-    cut_off: bool = False,
-    truncated: bool = False,
-    reasoning: str | None = None,
-    context: dict[str, Any] | None = None,
-) -> Event:
-    data: ModelCalledData = {
-        "model": model,
-        "latency_ms": latency_ms,
-        "tokens": {"input": input_tokens, "output": output_tokens},
-        "text": text,
-        "tool_calls": tool_calls,
-        "finish_reason": finish_reason,
-        "iteration": iteration,
-    }
-    if cut_off:
-        data["cut_off"] = True
-    if truncated:
-        data["truncated"] = True
-    if reasoning:
-        data["reasoning"] = reasoning
-    if context:
-        data["context"] = context
-    return _event(MODEL_CALLED, data)
+# -- the host's spellings (agentweb/runs builds its events with these) ------------------------
+
+run_cancelled = RunCancelled
+run_failed = RunFailed
+approval_requested = ApprovalRequested
+approval_decided = ApprovalDecided
+subtask_started = SubtaskStarted
 
 
-def tool_call_started(
-    *,
-    call_id: str,
-    tool: str,
-    arguments: Any,
-    risk: str,
-    approval: dict[str, str] | None = None,
-    repaired: Mapping[str, Any] | None = None,
-    reused: bool = False,
-) -> Event:
-    data: ToolCallStartedData = {
-        "call_id": call_id,
-        "tool": tool,
-        "arguments": arguments,
-        "risk": risk,
-    }
-    if approval is not None:
-        data["approval"] = approval
-    if repaired:
-        data["repaired"] = dict(repaired)
-    if reused:
-        data["reused"] = True
-    return _event(TOOL_CALL_STARTED, data)
-
-
-def tool_call_finished(
-    *,
-    call_id: str,
-    tool: str,
-    ok: bool,
-    result: Any,
-    error: str | None,
-    duration_ms: float,
-    truncated: bool = False,
-    reused: bool = False,
-) -> Event:
-    """Images are added to ``data`` by whoever stores them (``images``, ``image_notes``)."""
-    data: ToolCallFinishedData = {
-        "call_id": call_id,
-        "tool": tool,
-        "ok": ok,
-        "result": result,
-        "error": error,
-        "duration_ms": duration_ms,
-    }
-    if truncated:
-        data["truncated"] = True
-    if reused:
-        data["reused"] = True
-    return _event(TOOL_CALL_FINISHED, data)
-
-
-def approval_requested(
-    *,
-    call_id: str,
-    tool: str,
-    arguments: Any,
-    risk: str,
-    reason: str | None,
-    why: str | None = None,
-) -> Event:
-    data: ApprovalRequestedData = {
-        "call_id": call_id,
-        "tool": tool,
-        "arguments": arguments,
-        "risk": risk,
-        "reason": reason,
-    }
-    if why:
-        data["why"] = why
-    return _event(APPROVAL_REQUESTED, data)
-
-
-def approval_decided(
-    *,
-    call_id: str,
-    decision: Decision,
-    comment: str,
-    arguments: Any,
-    tool: str | None = None,
-    edited: bool = False,
-    by: str | None = None,
-) -> Event:
-    """The runtime's copy names the call only; the host's record (``tool`` given) also
-    says whether the arguments were edited and who decided (``by`` None: nobody)."""
-    data: ApprovalDecidedData = {
-        "call_id": call_id,
-        "decision": decision,
-        "comment": comment,
-        "arguments": arguments,
-    }
-    if tool is not None:
-        data["tool"] = tool
-        data["edited"] = edited
-        data["by"] = by
-    return _event(APPROVAL_DECIDED, data)
-
-
-def context_compacted(
-    *,
-    tokens_before: int,
-    tokens_after: int,
-    budget: int,
-    done: Mapping[str, Any],
-    actions: list[str],
-    window_start: int,
-) -> Event:
-    """``done`` holds one key per action taken, with what it acted on."""
-    data = {
-        "tokens_before": tokens_before,
-        "tokens_after": tokens_after,
-        "budget": budget,
-        "actions": actions,
-        **done,
-        "window_start": window_start,
-    }
-    return _event(CONTEXT_COMPACTED, data)
-
-
-def run_finished(
-    *,
-    final_answer: str,
-    decided_by: str,
-    usage: dict[str, Any],
-    reason: str | None = None,
-    truncated: bool = False,
-) -> Event:
-    data: RunFinishedData = {"final_answer": final_answer, "decided_by": decided_by, "usage": usage}
-    if reason:
-        data["reason"] = reason
-    if truncated:
-        data["truncated"] = True
-    return _event(RUN_FINISHED, data)
-
-
-def run_failed(*, reason: str) -> Event:
-    data: RunFailedData = {"reason": reason}
-    return _event(RUN_FAILED, data)
-
-
-def run_cancelled(*, iteration: int | None = None, by: str | None = None) -> Event:
-    data: RunCancelledData = {}
-    if iteration is not None:
-        data["iteration"] = iteration
-    if by is not None:
-        data["by"] = by
-    return _event(RUN_CANCELLED, data)
-
-
-def subtask_started(*, task_id: int, agent: str, task: str) -> Event:
-    data: SubtaskStartedData = {"task_id": task_id, "agent": agent, "task": task}
-    return _event(SUBTASK_STARTED, data)
-
-
-def subtask_finished(result: SubtaskFinishedData) -> Event:
-    """``result`` is what the parent's model reads about the child (``task_result``)."""
-    return _event(SUBTASK_FINISHED, result)
-
-
-def completion_objected(*, validator: str, reason: str) -> Event:
-    data: CompletionObjectedData = {"validator": validator, "reason": reason}
-    return _event(COMPLETION_OBJECTED, data)
+def subtask_finished(result: SubtaskFinishedData) -> SubtaskFinished:
+    return SubtaskFinished(**result)

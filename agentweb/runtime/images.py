@@ -145,10 +145,11 @@ class MemoryImageStore:
 
 
 def store_images(
-    store: ImageStore, images: Sequence[Image], data: dict[str, Any]
-) -> list[Attachment]:
-    """Store a tool result's images once; the conversation keeps the references returned
-    and the event's ``data`` gets ``images`` (and ``image_notes`` for any left out)."""
+    store: ImageStore, images: Sequence[Image]
+) -> tuple[list[Attachment], list[dict[str, Any]], list[str]]:
+    """Store a tool result's images once. Returns what the conversation keeps (references),
+    what the ``tool_call_finished`` event says of them (``images``) and notes on any left
+    out (``image_notes``)."""
     attachments: list[Attachment] = []
     refs: list[dict[str, Any]] = []
     notes: list[str] = []
@@ -173,11 +174,7 @@ def store_images(
         )
     if len(images) > MAX_IMAGES_PER_RESULT:
         notes.append(f"only the first {MAX_IMAGES_PER_RESULT} images were kept")
-    if refs:
-        data["images"] = refs
-    if notes:
-        data["image_notes"] = notes
-    return attachments
+    return attachments, refs, notes
 
 
 def with_image_data(messages: Sequence[Message], store: ImageStore, budget: int) -> list[Message]:

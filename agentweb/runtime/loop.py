@@ -192,7 +192,7 @@ class Agent:
                 arguments = t.validate(fixed)
             call.decide(d.approved, d.comment, arguments)
             out.append(
-                ev.approval_decided(
+                ev.ApprovalDecided(
                     call_id=call.call_id,
                     decision="approved" if d.approved else "rejected",
                     comment=d.comment,
@@ -207,7 +207,7 @@ class Agent:
         if state.status in TERMINAL:
             return []
         state.status = "cancelled"
-        return [ev.run_cancelled(iteration=state.iteration)]
+        return [ev.RunCancelled(iteration=state.iteration)]
 
     def run(
         self,
@@ -283,7 +283,7 @@ class Agent:
             if objection:
                 state.messages.append(UserMessage(content=objection))
                 events.append(
-                    ev.completion_objected(validator=self.validator_name, reason=str(objection))
+                    ev.CompletionObjected(validator=self.validator_name, reason=str(objection))
                 )
                 return None
             return self._finish(state, answer, "validator", None, events)
@@ -313,7 +313,7 @@ class Agent:
         state.status = "finished"
         state.final_answer, state.decided_by, state.finish_reason = answer, decided_by, reason
         events.append(
-            ev.run_finished(
+            ev.RunFinished(
                 final_answer=answer,
                 decided_by=decided_by,
                 usage=state.usage.model_dump(),
@@ -326,13 +326,13 @@ class Agent:
     def _fail(self, state: LoopState, reason: str, events: list[Event]) -> Outcome:
         state.status = "failed"
         state.failure_reason = reason
-        events.append(ev.run_failed(reason=reason))
+        events.append(ev.RunFailed(reason=reason))
         return Failed(reason)
 
     # -- event builders --------------------------------------------------------------------
 
     def _run_started(self, state: LoopState) -> Event:
-        return ev.run_started(
+        return ev.RunStarted(
             task=state.task,
             model=self.model.name,
             scripted=bool(getattr(self.model, "scripted", False)),
@@ -355,19 +355,18 @@ class Agent:
             for c in calls:
                 if c["id"] in cut:
                     c["cut_off"] = True
-        return ev.model_called(
+        return ev.ModelCalled(
             model=response.model,
             latency_ms=round(response.latency_ms, 3),
-            input_tokens=response.usage.input_tokens,
-            output_tokens=response.usage.output_tokens,
+            tokens={"input": response.usage.input_tokens, "output": response.usage.output_tokens},
             text=message.content,
             tool_calls=calls,
             finish_reason=response.finish_reason,
             iteration=state.iteration,
             cut_off=response.cut_off,
             truncated=message.content.endswith(TRUNCATED_MARK),
-            reasoning=message.reasoning,
-            context=context,
+            reasoning=message.reasoning or None,
+            context=context or None,
         )
 
 

@@ -287,19 +287,24 @@ class Turns:
         max_chars = self.config.max_result_chars
         content = format_for_model(res.result, max_chars) if res.ok else res.error or "Error"
         item.resolve(content, not res.ok)
-        event = ev.tool_call_finished(
-            call_id=item.call_id,
-            tool=item.name,
-            ok=res.ok,
-            result=res.result,
-            error=res.error,
-            duration_ms=res.duration_ms,
-            truncated=res.ok and len(content) > max_chars > 0,
-            reused=reused,
-        )
+        images: list[dict[str, Any]] = []
+        notes: list[str] = []
         if res.images:
-            item.attachments = store_images(self.image_store, res.images, event.data)
-        events.append(event)
+            item.attachments, images, notes = store_images(self.image_store, res.images)
+        events.append(
+            ev.ToolCallFinished(
+                call_id=item.call_id,
+                tool=item.name,
+                ok=res.ok,
+                result=res.result,
+                error=res.error,
+                duration_ms=res.duration_ms,
+                truncated=res.ok and len(content) > max_chars > 0,
+                reused=reused,
+                images=images or None,
+                image_notes=notes or None,
+            )
+        )
 
     # -- closing -----------------------------------------------------------------------------
 
@@ -327,7 +332,7 @@ def _await_people(state: LoopState, turn: list[TurnCall], events: list[Event]) -
         if c.announce():
             why = c.policy_reason if c.reason in ("policy", "high_risk") else None
             events.append(
-                ev.approval_requested(
+                ev.ApprovalRequested(
                     call_id=c.call_id,
                     tool=c.name,
                     arguments=c.arguments,
@@ -362,13 +367,13 @@ def _started(item: TurnCall, reused: bool = False) -> Event:
         approval = {"by": "person"}
     elif item.risk in ("medium", "high") or item.reason == "policy":
         approval = {"by": "policy", "reason": item.policy_reason or "no rule asks"}
-    return ev.tool_call_started(
+    return ev.ToolCallStarted(
         call_id=item.call_id,
         tool=item.name,
         arguments=item.arguments,
         risk=item.risk,
         approval=approval,
-        repaired=item.repaired,
+        repaired=item.repaired or None,
         reused=reused,
     )
 

@@ -1,9 +1,12 @@
-"""Every event has one shape (a TypedDict) and one builder; what the loop yields fits its
-shape and survives a JSON round trip unchanged."""
+"""Every event is one class of the ``Event`` union; its stored JSON is byte for byte what
+the events shipped before the classes stored (``event_samples.jsonl``, written by the
+builders of 6edb515), a stored event parses back to the same event, and what the loop
+yields fits its shape and survives a JSON round trip unchanged."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -39,18 +42,138 @@ def _until_outcome(agent: Agent, state, seen: list[ev.Event]):
 def _check(events: list[ev.Event]) -> None:
     for event in events:
         assert ev.misfit(event.type, event.data) == [], (event.type, event.data)
-        assert json.loads(json.dumps(event.to_json())) == event.to_json()
+        stored = json.loads(json.dumps(event.to_json()))
+        assert stored == event.to_json()
+        assert ev.parse(stored["type"], stored["data"]) == event
 
 
-def test_it_has_a_shape_for_every_event_type():
-    assert set(ev.DATA) == ev.EVENT_TYPES
+STORED = (Path(__file__).parent / "event_samples.jsonl").read_text().splitlines()
+
+#: What the runtime and the host build now, in the order of ``event_samples.jsonl``.
+IMAGE = {"ref": "abc", "url": "memory:abc", "media_type": "image/png", "size": 10}
+BUILT: list[ev.Event] = [
+    ev.RunStarted(
+        task="Pay 5", model="openai:x", scripted=False, tools=["lookup", "pay"], max_iterations=20
+    ),
+    ev.ModelCalled(
+        model="m", latency_ms=12.5, tokens={"input": 120, "output": 30}, text="",
+        tool_calls=[], finish_reason=None, iteration=1,
+    ),
+    ev.ModelCalled(
+        model="m", latency_ms=812.4, tokens={"input": 120, "output": 30},
+        text="Let me look <b>x</b> é",
+        tool_calls=[{"id": "c1", "name": "lookup", "arguments": {"key": "A7"}, "cut_off": True}],
+        finish_reason="length", iteration=3, cut_off=True, truncated=True, reasoning="think",
+        context={"budget": 8000, "tools": ["lookup"]},
+    ),
+    ev.ModelCalled(
+        model="m", latency_ms=1.0, tokens={"input": 1, "output": 2}, text="t", tool_calls=[],
+        finish_reason="stop", iteration=2, cost_usd=0.00042,
+    ),
+    ev.ModelCalled(
+        model="m", latency_ms=1.0, tokens={"input": 1, "output": 2}, text="t", tool_calls=[],
+        finish_reason="stop", iteration=2, cost_usd=None,
+    ),
+    ev.ToolCallStarted(call_id="c1", tool="lookup", arguments={"key": "A7"}, risk="low"),
+    ev.ToolCallStarted(
+        call_id="c2", tool="pay", arguments={"amount": 5}, risk="high",
+        approval={"by": "policy", "reason": "amount 5.00 below 20"},
+        repaired={"Amount": "amount"}, reused=True,
+    ),
+    ev.ToolCallFinished(
+        call_id="c1", tool="lookup", ok=True, result={"value": [1, 2]}, error=None,
+        duration_ms=0.042,
+    ),
+    ev.ToolCallFinished(
+        call_id="c3", tool="shot", ok=True, result="x" * 10, error=None, duration_ms=5.0,
+        truncated=True, reused=True, images=[{**IMAGE, "width": 1, "height": 1}],
+        image_notes=["only the first 4 images were kept"],
+    ),
+    ev.ToolCallFinished(
+        call_id="c4", tool="pay", ok=False, result=None, error="Error: RuntimeError: down",
+        duration_ms=3.0,
+    ),
+    ev.ApprovalRequested(
+        call_id="c2", tool="pay", arguments={"amount": 50}, risk="high", reason="policy",
+        why="amount on account A reaches 20 (total 50.00)",
+    ),
+    ev.ApprovalRequested(call_id="c2", tool="pay", arguments={}, risk="high", reason=None),
+    ev.ApprovalRequested(call_id="c2", tool="pay", arguments={}, risk="high", reason=""),
+    ev.ApprovalDecided(call_id="c2", decision="approved", comment="", arguments={"amount": 5}),
+    ev.ApprovalDecided(call_id="c2", decision="rejected", comment="no", arguments=None),
+    ev.ApprovalDecided(
+        call_id="c2", tool="pay", decision="approved", comment="ok", arguments={"amount": 4},
+        edited=True, by="ann",
+    ),
+    ev.ApprovalDecided(
+        call_id="c2", tool="pay", decision="expired", comment="", arguments={}, by=None
+    ),
+    ev.ContextCompacted(
+        tokens_before=9000, tokens_after=3000, budget=4000, actions=["digested", "evicted"],
+        done={"digested": ["c1"], "evicted": {"from": 2, "to": 9}}, window_start=4,
+    ),
+    ev.ContextCompacted(tokens_before=10, tokens_after=5, budget=8, actions=[], window_start=0),
+    ev.RunFinished(
+        final_answer="Done.", decided_by="model", usage={"input_tokens": 3, "output_tokens": 4}
+    ),
+    ev.RunFinished(
+        final_answer="Best so far", decided_by="bounds", usage={},
+        reason="reached the limit of 20 iterations", truncated=True,
+    ),
+    ev.RunFailed(reason="model error: boom"),
+    ev.RunCancelled(),
+    ev.RunCancelled(iteration=3),
+    ev.RunCancelled(by="request"),
+    ev.SubtaskStarted(task_id=7, agent="billing", task="Check it"),
+    ev.SubtaskFinished(task_id=7, status="succeeded", result=""),
+    ev.SubtaskFinished(task_id=7, status="succeeded", result="x", truncated=True),
+    ev.SubtaskFinished(task_id=8, status="failed", error="the task was cancelled"),
+    ev.CompletionObjected(validator="claims.check", reason="unfounded"),
+]  # fmt: skip
+
+
+def test_the_samples_cover_every_event_type():
+    assert {json.loads(line)["type"] for line in STORED} == ev.EVENT_TYPES == set(ev.CLASSES)
+    assert len(BUILT) == len(STORED)
+
+
+@pytest.mark.parametrize("n", range(len(STORED)))
+def test_an_event_is_stored_byte_for_byte_as_before_and_parses_back(n):
+    line, event = STORED[n], BUILT[n]
+    assert json.dumps(event.to_json(), ensure_ascii=False) == line  # key order included
+    stored = json.loads(line)
+    parsed = ev.parse(stored["type"], stored["data"])
+    assert parsed == event and type(parsed) is type(event)
+    assert json.dumps(parsed.to_json(), ensure_ascii=False) == line
+
+
+def test_parsing_refuses_data_that_does_not_fit():
+    with pytest.raises(ev.EventShapeError, match="missing 'reason'"):
+        ev.parse("run_failed", {})
+    with pytest.raises(ev.EventShapeError, match="unknown 'reasn'"):
+        ev.parse("run_failed", {"reason": "x", "reasn": "x"})
+    with pytest.raises(ev.EventShapeError, match="unknown event type"):
+        ev.parse("run_exploded", {})
+
+
+def test_readers_match_on_the_classes():
+    def cost(event: ev.Event) -> float:
+        match event:
+            case ev.ModelCalled(cost_usd=float(usd)):
+                return usd
+            case ev.ToolCallFinished(ok=False):
+                return -1.0
+        return 0.0
+
+    assert [cost(e) for e in BUILT[1:5]] == [0.0, 0.0, 0.00042, 0.0]
+    assert cost(BUILT[9]) == -1.0 and BUILT[4].cost is None and BUILT[3].cost == 0.00042
 
 
 def test_the_check_finds_a_typo_and_a_missing_key():
     assert ev.misfit("run_failed", {"reason": "x"}) == []
     assert ev.misfit("run_failed", {"reasn": "x"}) == ["missing 'reason'", "unknown 'reasn'"]
     assert ev.misfit("run_exploded", {}) == ["unknown event type 'run_exploded'"]
-    compacted = ev.context_compacted(
+    compacted = ev.ContextCompacted(
         tokens_before=10, tokens_after=5, budget=8, done={"digested": ["c1"]},
         actions=["digested"], window_start=0,
     ).data  # fmt: skip

@@ -26,7 +26,7 @@ from agentweb.runtime import (
     tool,
 )
 from agentweb.runtime.context import ContextPolicy, PreparedContext
-from agentweb.runtime.events import EVENT_TYPES, Event
+from agentweb.runtime.events import EVENT_TYPES, ContextCompacted
 from agentweb.runtime.gateway import ModelTimeout
 from agentweb.runtime.loop import InMemoryJournal
 from agentweb.runtime.testing import ScriptedModel, call
@@ -640,7 +640,11 @@ def test_the_context_policy_decides_what_the_model_sees():
             return PreparedContext(
                 msgs,
                 registry.specs(["get_order"]),
-                [Event("context_compacted", {"tokens_before": 10, "tokens_after": 5})],
+                [
+                    ContextCompacted(
+                        tokens_before=10, tokens_after=5, budget=8, actions=[], window_start=0
+                    )
+                ],
             )
 
     model = ScriptedModel([call("get_order", order_id="A1"), "ok"])

@@ -21,29 +21,28 @@ from agentweb.web.timeline import template_for
 
 EVIL = "<b>x</b>"
 
-#: One event of each type, made by the runtime's builders.
+#: One event of each type.
 SAMPLES: dict[str, ev.Event] = {
     e.type: e
     for e in [
-        ev.run_started(task="t", model="demo", scripted=True, tools=["lookup"], max_iterations=5),
-        ev.model_called(
+        ev.RunStarted(task="t", model="demo", scripted=True, tools=["lookup"], max_iterations=5),
+        ev.ModelCalled(
             model="demo",
             latency_ms=812.4,
-            input_tokens=120,
-            output_tokens=30,
+            tokens={"input": 120, "output": 30},
             text=f"Let me look {EVIL}",
             tool_calls=[{"id": "c1", "name": "lookup", "arguments": {"order_id": "A7"}}],
             finish_reason="tool_calls",
             iteration=1,
         ),
-        ev.tool_call_started(call_id="c1", tool="lookup", arguments={"order_id": "A7"}, risk="low"),
-        ev.tool_call_finished(
+        ev.ToolCallStarted(call_id="c1", tool="lookup", arguments={"order_id": "A7"}, risk="low"),
+        ev.ToolCallFinished(
             call_id="c1", tool="lookup", ok=False, result=None, error=f"no {EVIL}", duration_ms=41.7
         ),
-        ev.approval_requested(
+        ev.ApprovalRequested(
             call_id="c2", tool="pay_out", arguments={"amount": 50}, risk="high", reason="high_risk"
         ),
-        ev.approval_decided(
+        ev.ApprovalDecided(
             call_id="c2",
             decision="rejected",
             comment=f"too much {EVIL}",
@@ -51,7 +50,7 @@ SAMPLES: dict[str, ev.Event] = {
             tool="pay_out",
             by="approver",
         ),
-        ev.context_compacted(
+        ev.ContextCompacted(
             tokens_before=9000,
             tokens_after=3000,
             budget=4000,
@@ -59,12 +58,12 @@ SAMPLES: dict[str, ev.Event] = {
             actions=["digested"],
             window_start=4,
         ),
-        ev.run_finished(final_answer=f"Done.\n{EVIL}", decided_by="model", usage={}),
-        ev.run_failed(reason=f"broke {EVIL}"),
-        ev.run_cancelled(by="operator"),
-        ev.subtask_started(task_id=7, agent="billing", task="Check it"),
-        ev.subtask_finished({"task_id": 7, "status": "succeeded", "result": "Due back: 0.00"}),
-        ev.completion_objected(validator="claims", reason=f"unfounded {EVIL}"),
+        ev.RunFinished(final_answer=f"Done.\n{EVIL}", decided_by="model", usage={}),
+        ev.RunFailed(reason=f"broke {EVIL}"),
+        ev.RunCancelled(by="operator"),
+        ev.SubtaskStarted(task_id=7, agent="billing", task="Check it"),
+        ev.SubtaskFinished(task_id=7, status="succeeded", result="Due back: 0.00"),
+        ev.CompletionObjected(validator="claims", reason=f"unfounded {EVIL}"),
     ]
 }
 
