@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from agentweb.runtime.tools import ToolError, tool
+from agentweb.runtime.tools import Tool, ToolError, tool
 
 
 def _check(arguments: dict[str, Any]) -> None:
@@ -35,3 +35,21 @@ def configure_device(
         note: Anything the technician should know.
     """
     return {"device": device, "mode": mode}
+
+
+#: A tool whose arguments a JSON Schema describes, as an MCP server's are.
+crm__close_case = Tool.from_schema(
+    "crm__close_case",
+    {
+        "type": "object",
+        "properties": {
+            "case": {"type": "string", "description": "The case number"},
+            "outcome": {"enum": ["solved", "duplicate"]},
+            "refund": {"type": ["number", "null"], "minimum": 0},
+        },
+        "required": ["case", "outcome"],
+        "additionalProperties": False,
+    },
+    lambda arguments, ctx: {"closed": arguments["case"]},
+    description="Close a case in the CRM.",
+)

@@ -337,3 +337,23 @@ def test_high_risk_cards_carry_their_risk_for_the_keyboard(people) -> None:
     assert f'id="inbox-{approval.pk}" data-approval="{approval.pk}" data-risk="high"' in page
     # Its confirmation (the browser test presses the keys: tests/browser/test_approver.py)
     assert 'class="confirm-approve notice small" role="alertdialog"' in page
+
+
+def test_a_tool_described_by_a_json_schema_gets_its_form_too(people, form_tools) -> None:
+    run = f.make_run(people["operator"])
+    approval = ask(run, "crm__close_case", {"case": "K-1", "outcome": "solved"})
+    fields = {
+        x.name: x for x in approval_form.fields_for("crm__close_case", approval.arguments) or []
+    }
+    assert {n: (x.kind, x.required, x.nullable) for n, x in fields.items()} == {
+        "case": ("text", True, False),
+        "outcome": ("select", True, False),
+        "refund": ("number", False, True),
+    }
+    client = client_for(people["approver"])
+    page = post_form(client, approval, case="K-1", outcome='"solved"', refund="-3")
+    assert "less than the minimum of 0" in error_beside(page, "refund")
+    post_form(client, approval, case="K-2", outcome='"duplicate"', refund="")
+    approval.refresh_from_db()
+    assert approval.status == "approved"
+    assert approval.edited_arguments == {"case": "K-2", "outcome": "duplicate", "refund": None}
