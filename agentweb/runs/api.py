@@ -19,7 +19,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from agentweb.accounts.models import ApiToken, hash_token
 from agentweb.middleware import MAX_INT, BadInput, request_json
-from agentweb.runs import actions
+from agentweb.runs import actions, follow_up
 from agentweb.runs.api_input import DecideApproval, StartRun
 from agentweb.runs.delegation import children_ids
 from agentweb.runs.models import SUMMARY_CHARS, Approval, Run, RunEvent
@@ -149,6 +149,13 @@ def runs(request: HttpRequest) -> HttpResponse:
     q = request.GET.get("q", "").strip()
     if q:
         qs = qs.filter(Q(task__icontains=q) | Q(final_answer__icontains=q))
+    wanted = request.GET.get("outcome")
+    if wanted:
+        if wanted not in follow_up.OUTCOMES:
+            raise actions.ActionError(
+                f"unknown outcome {wanted!r}; one of {', '.join(follow_up.OUTCOMES)}"
+            )
+        qs = qs.filter(follow_up.follow_up_filter())
     limit = min(_int_param(request, "limit", 50), 200)
     qs = qs.defer("final_answer", "state").annotate(
         answer_head=Left("final_answer", SUMMARY_CHARS + 1)

@@ -15,6 +15,7 @@ from agentweb.runs.api_input import (
     StartRun,
     request_schema,
 )
+from agentweb.runs.follow_up import OUTCOMES
 from agentweb.runs.models import Approval, Run
 from agentweb.tickets import openapi as tickets_doc
 
@@ -234,6 +235,13 @@ PATHS: dict[str, Any] = {
                     "in": "query",
                     "schema": {"type": "string"},
                     "description": "Text in the task or the final answer",
+                },
+                {
+                    "name": "outcome",
+                    "in": "query",
+                    "schema": {"type": "string", "enum": list(OUTCOMES)},
+                    "description": "needs_follow_up: succeeded runs with an action "
+                    "rejected, failed or expired (see each run's actions)",
                 },
                 {"name": "limit", "in": "query", "schema": {"type": "integer", "maximum": 200}},
             ],

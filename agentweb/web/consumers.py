@@ -605,8 +605,9 @@ class RunConsumer(GuardedConsumer):
 
 
 class RunsConsumer(GuardedConsumer):
-    """Run statuses for the runs list: ``{"kind": "status", "run", "status", "label"}``,
-    read from the database, only for runs the user may see."""
+    """Run statuses for the runs list: ``{"kind": "status", "run", "status", "label"}``
+    (and ``"outcome": "needs_follow_up"`` for a succeeded run that needs it), read from
+    the database, only for runs the user may see."""
 
     async def connect(self) -> None:
         user = self.scope.get("user")
@@ -637,7 +638,13 @@ class RunsConsumer(GuardedConsumer):
         run = Run.objects.visible_to(self.scope["user"]).filter(pk=run_id).first()
         if run is None:
             return None
-        return {"status": run.status, "label": outcome.status_label(run.status)}
+        # A succeeded run's actions say whether it reads "Needs follow-up" instead.
+        actions = run.actions() if run.status == Run.Status.SUCCEEDED else []
+        state = outcome.run_state(run.status, actions)
+        row = {"status": run.status, "label": state.label}
+        if state.follow_up:
+            row["outcome"] = "needs_follow_up"
+        return row
 
 
 class ApprovalsConsumer(GuardedConsumer):

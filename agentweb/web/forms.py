@@ -45,6 +45,9 @@ class RunSearchForm(forms.Form):
     q = forms.CharField(required=False, label="Task text")
     tool = forms.CharField(required=False)
     status = forms.ChoiceField(required=False, choices=[("", "any status"), *Run.Status.choices])
+    outcome = forms.ChoiceField(
+        required=False, choices=[("", "any outcome"), ("needs_follow_up", "Needs follow-up")]
+    )
     agent = forms.ChoiceField(required=False, choices=())
     requester = forms.CharField(required=False)
     since = forms.DateField(

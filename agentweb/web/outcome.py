@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from agentweb.runs.follow_up import needs_follow_up
 from agentweb.runs.models import Approval, Run, ToolExecution
 from agentweb.runs.outcomes import actions_by_run, run_actions
 
@@ -48,8 +49,32 @@ TONES = {
 }
 
 
+FOLLOW_UP_LABEL = "Needs follow-up"
+FOLLOW_UP_HINT = "It succeeded, but an action was rejected, failed or expired: look at it"
+
+
 def status_label(status: str) -> str:
     return STATUS_LABELS.get(status, status.replace("_", " ").capitalize())
+
+
+@dataclass(frozen=True)
+class RunState:
+    """What a run's badge says: its status, or "Needs follow-up" for a succeeded run with
+    an action rejected, failed or expired."""
+
+    css: str  # the badge's status-<css> class
+    label: str
+    follow_up: bool
+
+    @property
+    def hint(self) -> str:
+        return FOLLOW_UP_HINT if self.follow_up else ""
+
+
+def run_state(status: str, outcomes: Iterable[Any] | None = None) -> RunState:
+    if needs_follow_up(status, outcomes or ()):
+        return RunState("needs_follow_up", FOLLOW_UP_LABEL, True)
+    return RunState(status, status_label(status), False)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from django_htmx.middleware import HtmxDetails
 from agentweb.accounts.roles import start_page
 from agentweb.runs import actions
 from agentweb.runs import export as run_export
+from agentweb.runs.follow_up import follow_up_filter, used_tool
 from agentweb.runs.models import AgentProfile, Run, RunEvent, RunImage
 from agentweb.tickets.context import domain_context
 from agentweb.tickets.models import Ticket
@@ -267,12 +268,10 @@ def _search(request: Request, form: RunSearchForm) -> Any:
         qs = qs.filter(agent__name=data["agent"])
     if data.get("requester"):
         qs = qs.filter(created_by__username__iexact=data["requester"])
+    if data.get("outcome") == "needs_follow_up":
+        qs = qs.filter(follow_up_filter())
     if data.get("tool"):
-        qs = qs.filter(
-            pk__in=RunEvent.objects.filter(
-                type="tool_call_started", data__tool=data["tool"]
-            ).values("run_id")
-        )
+        qs = qs.filter(used_tool(data["tool"]))
     tz = timezone.get_current_timezone()
     if data.get("since"):
         qs = qs.filter(created_at__gte=datetime.combine(data["since"], time.min, tzinfo=tz))

@@ -279,7 +279,9 @@
           document.querySelectorAll("[data-run-status]").forEach(function (el) {
             if (el.dataset.runStatus !== String(data.run)) return;
             seen = true;
-            el.className = el.className.replace(/\bstatus-\S+/g, "").trim() + " status-" + data.status;
+            el.className = el.className.replace(/\bstatus-\S+/g, "").trim() + " status-" + (data.outcome || data.status);
+            if (data.outcome) el.title = "It succeeded, but an action was rejected, failed or expired: look at it";
+            else el.removeAttribute("title");
             var label = el.querySelector("[data-label]") || el;
             if (label === el && el.dataset.prefix !== undefined) {
               el.textContent = el.dataset.prefix + data.label;

@@ -6,12 +6,15 @@ a reject needs a reason. Screenshots go to /tmp/shots (approver-<what>-<width>.p
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from agentweb.runs import actions
 from agentweb.runs.models import Approval
+from agentweb.tickets.models import Ticket
 from tests.browser.conftest import Person
 from tests.conftest import start_web, wait_for
 from tests.web import factories as f
@@ -221,3 +224,44 @@ def test_a_reject_needs_a_reason(person: Any, demo: dict[str, Any], width: int) 
     card.get_by_role("button", name="Reject with reason").click()
     _wait_status(approval.pk, "rejected")
     assert Approval.objects.get(pk=approval.pk).comment == "The order was refunded already."
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_needs_follow_up_instead_of_succeeded(
+    person: Any, demo: dict[str, Any], width: int
+) -> None:
+    ticket = Ticket.objects.filter(status="open").order_by("pk").first()
+    assert ticket is not None
+    settled = f.make_run(demo["operator"], task="Cancel the order, or refund it")
+    settled.ticket = ticket
+    settled.save(update_fields=["ticket"])
+    cancel = f.request_approval(
+        settled, tool="cancel_order", call_id="c1", arguments={"order_id": "A1001", "reason": "x"}
+    )
+    actions.do_decide_approval(
+        approval_id=cancel.pk, user=demo["approver"], decision="reject", comment="Shipped"
+    )
+    f.emit(settled, {"type": "run_finished", "data": {"final_answer": "Done."}}, status="succeeded")
+    fine = f.make_run(demo["operator"], task="Where is my parcel?")
+    f.emit(
+        fine, {"type": "run_finished", "data": {"final_answer": "On its way."}}, status="succeeded"
+    )
+    admin = person("admin", width)
+    page = admin.page
+    admin.goto("/runs/")
+    assert page.locator(f'[data-run-status="{settled.pk}"]').inner_text() == "Needs follow-up"
+    assert page.locator(f'[data-run-status="{fine.pk}"]').inner_text() == "Succeeded"
+    page.select_option("#id_outcome", "needs_follow_up")  # the list swaps in place (htmx)
+    page.wait_for_url(re.compile(r"outcome=needs_follow_up"))
+    page.locator(f'#runs-table [data-run-status="{fine.pk}"]').wait_for(state="detached")
+    assert page.locator(f'#runs-table [data-run-status="{settled.pk}"]').is_visible()
+    no_sideways_scroll(admin)
+    admin.shot(f"approver-follow-up-runs-{width}")
+    admin.goto(f"/runs/{settled.pk}/")
+    assert page.locator("#run-status").inner_text() == "Needs follow-up"
+    assert "cancellation rejected" in page.locator(".run-head").inner_text()
+    admin.shot(f"approver-follow-up-run-{width}")
+    admin.goto("/tickets/?status=open")
+    chip = page.locator(f'a[data-run-status="{settled.pk}"]')
+    assert chip.inner_text() == f"#{settled.pk} Needs follow-up"
+    no_sideways_scroll(admin)

@@ -761,7 +761,8 @@ def test_outcomes_show_beside_the_status_everywhere(people: dict, settled_run: R
         "ticket": client.get("/tickets/").content.decode(),
     }
     for name, body in pages.items():
-        assert "Succeeded</" in body, name
+        # A rejected action: the run reads "Needs follow-up", not a green "Succeeded".
+        assert "Needs follow-up</" in body and "badge status-succeeded" not in body, name
         assert (
             'class="outcome outcome-bad" data-action-status="rejected">cancellation rejected<'
             in (body)

@@ -8,6 +8,7 @@ from typing import Any
 
 from django import template
 from django.utils import timezone
+from django.utils.html import format_html
 
 from agentweb.runs.event_text import pretty as _pretty
 from agentweb.web import outcome as _outcome
@@ -194,6 +195,38 @@ def approval_reason(value: Any) -> str:
 def status_label(status: Any) -> str:
     """A run status in words ("Waiting on approver")."""
     return _outcome.status_label(str(status or ""))
+
+
+@register.simple_tag
+def run_badge(
+    run: Any,
+    outcomes: Any = None,
+    href: str = "",
+    extra: str = "",
+    dom_id: str = "",
+    numbered: bool = False,
+) -> str:
+    """A run's status badge, live (``data-run-status``): "Needs follow-up" instead of
+    "Succeeded" when an action was rejected, failed or expired (``outcomes``: the run's,
+    from ``outcome.for_runs``). ``numbered``: "#<id> " before the label (kept when it
+    changes live); ``href`` makes it a link; ``extra``: more classes; ``dom_id``: its id."""
+    state = _outcome.run_state(str(getattr(run, "status", "") or ""), outcomes)
+    prefix = f"#{getattr(run, 'pk', '')} " if numbered else ""
+    tag = "a" if href else "span"
+    return format_html(
+        '<{}{}{} class="badge status-{}{}" data-run-status="{}"{}{}>{}{}</{}>',
+        tag,
+        format_html(' href="{}"', href) if href else "",
+        format_html(' id="{}"', dom_id) if dom_id else "",
+        state.css,
+        f" {extra}" if extra else "",
+        getattr(run, "pk", ""),
+        format_html(' data-prefix="{}"', prefix) if prefix else "",
+        format_html(' title="{}"', state.hint) if state.hint else "",
+        prefix,
+        state.label,
+        tag,
+    )
 
 
 def _value_text(value: Any) -> str:
