@@ -5,18 +5,25 @@ from datetime import timedelta
 
 from celery import Celery, signals
 
-from agentweb import broker
 from agentweb.observability import logs
-
-# kombu's Redis channel must not kill the worker while it closes a connection whose Redis
-# died (agentweb/broker.py says how, and links the upstream report).
-broker.install()
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentweb.settings")
 
 app = Celery("agentweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@signals.worker_init.connect
+def _patch_broker(**_: object) -> None:
+    # kombu's Redis channel must not kill the worker while it closes a connection whose
+    # Redis died (agentweb/broker.py says how, and links the upstream report). Patched as
+    # the worker starts, not at import: importing redis pulls in OpenTelemetry, which a
+    # process without an OTLP endpoint never imports (test_tracing).
+    from agentweb import broker
+
+    broker.install()
+
 
 if logs.json_enabled():
     # Celery keeps Django's LOGGING (JSON lines) instead of installing its own format.

@@ -525,7 +525,7 @@ class OIDCBackend(OIDCAuthenticationBackend):
                 f"agentweb has a superuser named {username!r}; company sign-in does not take "
                 "over a superuser's account (an administrator can rename one of the two)",
             )
-        if found.oidc_identities.exists():
+        if OidcIdentity.objects.filter(user=found).exists():
             raise Refused(
                 "account",
                 f"the agentweb account {username!r} belongs to another {display_name()} "
