@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "axes",
     "csp",
     "agentweb.accounts",
+    "agentweb.teams",
     "agentweb.shop",
     "agentweb.tickets",
     "agentweb.runs",

@@ -23,6 +23,8 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
     "tickets.view_ticket": (ROLE_OPERATOR, ROLE_APPROVER, ROLE_ADMIN),
     "tickets.add_ticket": (ROLE_OPERATOR, ROLE_ADMIN),
     "tickets.change_ticket": (ROLE_OPERATOR, ROLE_ADMIN),
+    # Once teams exist, everyone else sees their teams' tickets, runs and approvals only.
+    "teams.view_all_teams": (ROLE_ADMIN,),
 }
 
 

@@ -33,6 +33,7 @@ from agentweb.runs.queue import QUEUE_GRACE as QUEUE_GRACE
 from agentweb.runs.store import append_events, audit
 from agentweb.runtime import events as ev
 from agentweb.runtime.tools import ToolArgumentError, ToolError
+from agentweb.teams.scope import who_sees
 from agentweb.tickets.models import Ticket
 
 log = logging.getLogger(__name__)
@@ -65,8 +66,8 @@ def do_create_run(
         raise ActionError(f"unknown agent {name!r}; known agents: {known}")
     ticket = None
     if ticket_id is not None:
-        ticket = Ticket.objects.filter(pk=ticket_id).first()
-        if ticket is None:
+        ticket = Ticket.objects.visible_to(user).filter(pk=ticket_id).first()
+        if ticket is None:  # another team's ticket is no ticket to this person
             raise NotFound(f"no ticket {ticket_id}")
         if not task:
             task = ticket.as_task()
@@ -107,7 +108,9 @@ def may_start_run(user: Any) -> tuple[bool, str]:
 
 
 def may_cancel(user: Any, run: Run) -> tuple[bool, str]:
-    """Who may cancel: holders of ``cancel_run``, and whoever started the run."""
+    """Who may cancel: holders of ``cancel_run``, and whoever started the run. (Of a run
+    the user sees: ``do_request_cancel`` looks it up through ``Run.objects.visible_to``;
+    pages ask this without a query.)"""
     if not (user.has_perm("runs.cancel_run") or run.created_by_id == user.pk):
         return False, "you may not cancel this run"
     return True, ""
@@ -115,6 +118,8 @@ def may_cancel(user: Any, run: Run) -> tuple[bool, str]:
 
 def do_request_cancel(run: Run, user: User) -> Run:
     """Cancel a run: a waiting or queued one at once, a running one at its next step."""
+    if not Run.objects.visible_to(user).filter(pk=run.pk).exists():
+        raise NotFound(f"no run {run.pk}")  # another team's run is no run to this person
     allowed, why = may_cancel(user, run)
     if not allowed:
         raise NotAllowed(why)
@@ -200,11 +205,30 @@ def do_delete_profile(profile: AgentProfile, *, actor: User | None) -> None:
 
 
 def may_decide(user: User, approval: Approval) -> tuple[bool, str]:
+    """The rule for an approval the user sees (``check_decide_approval`` looks it up
+    through ``Approval.objects.visible_to``: another team's is not found); pages ask it
+    per card without a query."""
     if not user.has_perm("runs.decide_approval"):
         return False, "only approvers and admins decide tool calls"
     if approval.run.created_by_id == user.pk:
         return False, "you started this run; another person must decide its calls (four-eyes)"
     return True, ""
+
+
+def deciders(approval: Approval) -> Any:
+    """Everyone who may decide ``approval`` (a QuerySet of active users), by the rules of
+    ``may_decide``: the permission, seeing the run (its team, once teams exist; admins
+    always), not its starter. Whom to tell about a new request."""
+    run = approval.run
+    queue = run.ticket.queue if run.ticket_id is not None and run.ticket is not None else None
+    backend = "agentweb.accounts.backends.LocalBackend"  # Django's permission rules
+    return (
+        User.objects.with_perm("runs.decide_approval", backend=backend)
+        .filter(pk__in=User.objects.with_perm("runs.view_all_runs", backend=backend).values("pk"))
+        .filter(who_sees(queue, run.created_by_id))
+        .exclude(pk=run.created_by_id)
+        .distinct()
+    )
 
 
 DecisionWord = Literal["approve", "reject"]
@@ -234,8 +258,9 @@ def check_decide_approval(
     if decision not in ("approve", "reject"):
         raise ActionError("decision must be 'approve' or 'reject'")
     word: DecisionWord = "approve" if decision == "approve" else "reject"
-    approval = Approval.objects.select_related("run").filter(pk=approval_id).first()
-    if approval is None:
+    visible = Approval.objects.visible_to(user).select_related("run")
+    approval = visible.filter(pk=approval_id).first()
+    if approval is None:  # another team's approval is no approval to this person
         raise NotFound(f"no approval {approval_id}")
     allowed, why = may_decide(user, approval)
     if not allowed:

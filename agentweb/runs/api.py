@@ -188,9 +188,7 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @api_view(("GET",))
 def approvals(request: HttpRequest) -> HttpResponse:
-    qs = Approval.objects.select_related("decided_by", "run").filter(
-        run__in=Run.objects.visible_to(request.user)
-    )
+    qs = Approval.objects.visible_to(request.user).select_related("decided_by", "run")
     status = request.GET.get("status")
     if status:
         if status not in Approval.Status.values:

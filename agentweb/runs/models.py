@@ -13,6 +13,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 
 from agentweb.observability.ids import new_span_id, new_trace_id, tool_span_id
+from agentweb.teams.scope import scope_for
 
 
 def arguments_hash(arguments: dict[str, Any]) -> str:
@@ -114,11 +115,11 @@ class AgentProfile(models.Model):
 
 class RunQuerySet(models.QuerySet["Run"]):
     def visible_to(self, user: Any) -> RunQuerySet:
-        """The runs ``user`` may see: all with ``view_all_runs``, else their own."""
-        runs = self.select_related("agent", "created_by")
-        if user.has_perm("runs.view_all_runs"):
-            return runs
-        return runs.filter(created_by=user)
+        """The runs ``user`` may see: with ``view_all_runs`` all of them, or once teams
+        exist their teams' (on their queues' tickets, or without a ticket and started by
+        a teammate) and those they started; without it only their own
+        (``agentweb/teams/scope.py``)."""
+        return self.select_related("agent", "created_by").filter(scope_for(user).runs())
 
 
 #: ``final_answer`` of a run in a list is cut to this many characters.
@@ -373,6 +374,23 @@ class ToolExecution(models.Model):
         return f"{self.tool} {self.call_id} ({self.status})"
 
 
+class ApprovalQuerySet(models.QuerySet["Approval"]):
+    def visible_to(self, user: Any) -> ApprovalQuerySet:
+        """The approvals of the runs ``user`` may see (``Run.objects.visible_to``)."""
+        return self.filter(scope_for(user).runs(prefix="run__"))
+
+    def decidable_by(self, user: Any) -> ApprovalQuerySet:
+        """Pending approvals ``user`` may decide: visible, with the permission, never the
+        calls of a run they started (four-eyes; ``actions.may_decide`` says the same)."""
+        if not user.is_authenticated or not user.has_perm("runs.decide_approval"):
+            return self.none()
+        return (
+            self.visible_to(user)
+            .filter(status=Approval.Status.PENDING)
+            .exclude(run__created_by=user)
+        )
+
+
 class Approval(models.Model):
     class Status(models.TextChoices):
         PENDING = "pending"
@@ -398,6 +416,8 @@ class Approval(models.Model):
     approved_hash = models.CharField(max_length=64, blank=True)
     requested_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
+
+    objects = ApprovalQuerySet.as_manager()
 
     class Meta:
         ordering = ["requested_at"]

@@ -209,8 +209,11 @@ def _changed_on_commit(ticket_id: int, message_id: int | None, created: bool) ->
 # --- tickets changed by people ------------------------------------------------------------
 
 
-def get_ticket(ticket_id: int) -> Ticket:
-    ticket = Ticket.objects.filter(pk=ticket_id).first()
+def get_ticket(ticket_id: int, user: Any = None) -> Ticket:
+    """The ticket, as ``user`` may see it (``Ticket.objects.visible_to``: another team's
+    ticket is not found); ``user`` None: a source of ours, any ticket."""
+    tickets = Ticket.objects.all() if user is None else Ticket.objects.visible_to(user)
+    ticket = tickets.filter(pk=ticket_id).first()
     if ticket is None:
         raise NotFound(f"no ticket {ticket_id}")
     return ticket

@@ -76,7 +76,7 @@ def filtered(qs: QuerySet[Ticket], params: Any) -> QuerySet[Ticket]:
 def tickets(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         return _create(request)
-    qs = filtered(Ticket.objects.all(), request.GET)
+    qs = filtered(Ticket.objects.visible_to(request.user), request.GET)
     limit = min(_int_param(request, "limit", 100), MAX_LIST)
     offset = _int_param(request, "offset", 0)
     page = list(with_thread(qs)[offset : offset + limit])
@@ -86,6 +86,12 @@ def tickets(request: HttpRequest) -> HttpResponse:
 def _create(request: HttpRequest) -> HttpResponse:
     actions.may_add_tickets(_user(request))
     body = CreateTicket.parse(_body(request))
+    if body.external_id:  # the same ticket again: only one this person may see
+        same = Ticket.objects.filter(source=body.source, external_id=body.external_id)
+        if same.exists() and not same.visible_to(_user(request)).exists():
+            raise run_actions.NotAllowed(
+                "a ticket with this source and external_id is in another team's queue"
+            )
     received = actions.do_receive_ticket(
         actions.Incoming(
             source=body.source,
@@ -103,8 +109,9 @@ def _create(request: HttpRequest) -> HttpResponse:
     return JsonResponse(_one(received.ticket.pk), status=201 if received.created else 200)
 
 
-def _one(ticket_id: int) -> dict[str, Any]:
-    ticket = with_thread(Ticket.objects.filter(pk=ticket_id)).first()
+def _one(ticket_id: int, user: Any = None) -> dict[str, Any]:
+    tickets = Ticket.objects.all() if user is None else Ticket.objects.visible_to(user)
+    ticket = with_thread(tickets.filter(pk=ticket_id)).first()
     if ticket is None:
         raise run_actions.NotFound(f"no ticket {ticket_id}")
     return ticket_json(ticket, run_actions.active_run_for_ticket(ticket.pk))
@@ -114,7 +121,7 @@ def _one(ticket_id: int) -> dict[str, Any]:
 def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
     if request.method == "PATCH":
         actions.may_change_tickets(_user(request))
-        actions.get_ticket(ticket_id)  # 404 before the body is read
+        actions.get_ticket(ticket_id, _user(request))  # 404 before the body is read
         change = ChangeTicket.parse(_body(request))
         actions.do_change_ticket(
             ticket_id,
@@ -124,13 +131,14 @@ def ticket_detail(request: HttpRequest, ticket_id: int) -> HttpResponse:
             tags=change.tags,
             fields=change.fields,
         )
-    return JsonResponse(_one(ticket_id))
+        return JsonResponse(_one(ticket_id))  # also when it moved to another team's queue
+    return JsonResponse(_one(ticket_id, _user(request)))
 
 
 @ticket_view(("POST",))
 def ticket_messages(request: HttpRequest, ticket_id: int) -> HttpResponse:
     actions.may_change_tickets(_user(request))
-    actions.get_ticket(ticket_id)
+    actions.get_ticket(ticket_id, _user(request))
     add = AddMessage.parse(_body(request))
     message, created = actions.do_add_message(
         ticket_id, add.body, by=_user(request), direction=add.direction, author=add.author

@@ -13,6 +13,8 @@ from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.utils import timezone
 
+from agentweb.teams.scope import scope_for
+
 #: Sources that are not webhook sources (a webhook source may not take these names).
 API_SOURCE = "api"
 EMAIL_SOURCE = "email"
@@ -22,6 +24,13 @@ RESERVED_SOURCES = (API_SOURCE, EMAIL_SOURCE, DEMO_SOURCE)
 MAX_SUBJECT = 500
 MAX_TAG = 100
 MAX_QUEUE = 100
+
+
+class TicketQuerySet(models.QuerySet["Ticket"]):
+    def visible_to(self, user: Any) -> TicketQuerySet:
+        """The tickets ``user`` may see: every one before teams exist, then their teams'
+        queues' (admins: all). Every page, API call, socket and count goes through it."""
+        return self.filter(scope_for(user).tickets())
 
 
 class Ticket(models.Model):
@@ -42,6 +51,8 @@ class Ticket(models.Model):
     fields = models.JSONField(default=dict, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     updated_at = models.DateTimeField(default=timezone.now)
+
+    objects = TicketQuerySet.as_manager()
 
     class Meta:
         ordering = ["-updated_at", "-id"]

@@ -14,16 +14,15 @@ from django.views.decorators.http import require_GET, require_POST
 
 from agentweb.middleware import BadInput, strict_json
 from agentweb.runs import actions, approval_why
-from agentweb.runs.models import Approval, Run
+from agentweb.runs.models import Approval
 from agentweb.web import approval_form, fragments
 from agentweb.web.views import Request, safe_next_url
 
 
 def _pending_approvals(user: Any) -> list[dict[str, Any]]:
     qs = (
-        Approval.objects.filter(
-            status=Approval.Status.PENDING, run__in=Run.objects.visible_to(user)
-        )
+        Approval.objects.visible_to(user)
+        .filter(status=Approval.Status.PENDING)
         .select_related("run", "run__created_by", "run__agent")
         .order_by("requested_at")
     )
@@ -55,7 +54,7 @@ def approvals(request: Request) -> HttpResponse:
     if request.GET.get("partial"):
         return render(request, "web/_approvals_list.html", context)
     recent = (
-        Approval.objects.filter(run__in=Run.objects.visible_to(request.user))
+        Approval.objects.visible_to(request.user)
         .exclude(status=Approval.Status.PENDING)
         .select_related("decided_by", "run")
         .order_by("-decided_at")[:15]
@@ -70,8 +69,9 @@ def approval_decide(request: Request, approval_id: int) -> HttpResponse:
     reject with a reason: one call of the decide action, whose refusals come back beside
     the field they are about."""
     approval = (
-        Approval.objects.select_related("run", "run__agent")
-        .filter(pk=approval_id, run__in=Run.objects.visible_to(request.user))
+        Approval.objects.visible_to(request.user)
+        .select_related("run", "run__agent")
+        .filter(pk=approval_id)
         .first()
     )
     if approval is None:

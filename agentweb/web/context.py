@@ -2,17 +2,13 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from agentweb.runs.models import Approval, Run
+from agentweb.runs.models import Approval
 
 
 def decidable_pending(user: Any) -> Any:
-    """Pending approvals this user may decide: none without the permission, and never the
-    calls of their own runs (four-eyes; the same rule as ``actions.may_decide``)."""
-    if not user.is_authenticated or not user.has_perm("runs.decide_approval"):
-        return Approval.objects.none()
-    return Approval.objects.filter(
-        status=Approval.Status.PENDING, run__in=Run.objects.visible_to(user)
-    ).exclude(run__created_by=user)
+    """Pending approvals this user may decide (``Approval.objects.decidable_by``: none
+    without the permission, only their teams' runs, never their own runs' calls)."""
+    return Approval.objects.decidable_by(user)
 
 
 def pending_count(user: Any) -> int:

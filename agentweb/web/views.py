@@ -77,7 +77,7 @@ def home(request: Request) -> HttpResponse:
 @require_GET
 def tickets(request: Request) -> HttpResponse:
     status = request.GET.get("status", "open")
-    qs = with_thread(Ticket.objects.all())
+    qs = with_thread(Ticket.objects.visible_to(request.user))
     if status in Ticket.Status.values:
         qs = qs.filter(status=status)
     ticket_list = list(qs[:200])
@@ -99,7 +99,9 @@ def tickets(request: Request) -> HttpResponse:
         for t in ticket_list
     ]
     shown = [run for t in ticket_list for run in runs_by_ticket.get(t.pk, [])[:3]]
-    counts = dict(Ticket.objects.values_list("status").annotate(n=Count("pk")))
+    counts = dict(
+        Ticket.objects.visible_to(request.user).values_list("status").annotate(n=Count("pk"))
+    )
     return render(
         request,
         "web/tickets.html",

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class TeamsConfig(AppConfig):
+    name = "agentweb.teams"
+    label = "teams"
+    default_auto_field = "django.db.models.BigAutoField"
