@@ -191,6 +191,59 @@ def test_tickets_pages_api_and_counts_show_ones_queues_only(world: World, who: s
 
 
 @pytest.mark.parametrize("who", ["bea", "sam", "nia"])
+def test_another_teams_ticket_is_not_found_nor_changed(world: World, who: str) -> None:
+    client = api(world.users[who])
+    for key, ticket in world.tickets.items():
+        visible = key in SEES_TICKETS[who]
+        got = client.get(f"/api/tickets/{ticket.pk}")
+        assert got.status_code == (200 if visible else 404), f"{who} {key}"
+        if visible:
+            continue
+        patched = client.patch(
+            f"/api/tickets/{ticket.pk}", {"status": "solved"}, content_type="application/json"
+        )
+        added = client.post(
+            f"/api/tickets/{ticket.pk}/messages", {"body": "hi"}, content_type="application/json"
+        )
+        assert (patched.status_code, added.status_code) == (404, 404), f"{who} {key}"
+        ticket.refresh_from_db()
+        assert ticket.status == "open" and ticket.messages.count() == 1
+    searched = client.get("/api/tickets", {"q": "parcel"}).json()["tickets"]
+    assert names(world, "tickets", {t["id"] for t in searched}) <= SEES_TICKETS[who]
+
+
+def test_a_ticket_handed_to_another_team_leaves_the_first(world: World) -> None:
+    bea = api(world.users["bea"])
+    ticket = world.tickets["billing"]
+    moved = bea.patch(
+        f"/api/tickets/{ticket.pk}", {"queue": "shipping"}, content_type="application/json"
+    )
+    assert moved.status_code == 200 and moved.json()["queue"] == "shipping"
+    assert bea.get(f"/api/tickets/{ticket.pk}").status_code == 404
+    assert api(world.users["sam"]).get(f"/api/tickets/{ticket.pk}").status_code == 200
+    # The run bea started on it stays hers; her teammate bill no longer sees it.
+    run = world.runs["billing"]
+    assert bea.get(f"/api/runs/{run.pk}").status_code == 200
+    assert api(world.users["bill"]).get(f"/api/runs/{run.pk}").status_code == 404
+
+
+def test_the_same_ticket_again_from_another_team_is_refused(world: World) -> None:
+    sue = world.users["sue"]
+    sue.groups.add(ensure_roles()["operator"])  # may create tickets
+    ticket = world.tickets["billing"]
+    ticket.source, ticket.external_id = "api", "ext-1"
+    ticket.save()
+    answer = api(sue).post(
+        "/api/tickets",
+        {"external_id": "ext-1", "subject": "x", "body": "something new"},
+        content_type="application/json",
+    )
+    assert answer.status_code == 403
+    assert "another team" in answer.json()["error"]["message"]
+    assert ticket.messages.count() == 1
+
+
+@pytest.mark.parametrize("who", ["bea", "sam", "nia"])
 def test_no_run_is_started_on_another_teams_ticket(world: World, who: str) -> None:
     client = api(world.users[who])
     for key, ticket in world.tickets.items():
