@@ -67,6 +67,7 @@ INSTALLED_APPS = [
     "agentweb.shop",
     "agentweb.tickets",
     "agentweb.runs",
+    "agentweb.mcpservers",
     "agentweb.outbox",
     "agentweb.notify",
     "agentweb.web",
@@ -201,6 +202,9 @@ for _item in AGENTWEB_HTTP_ALLOW:
         raise ImproperlyConfigured(
             f"AGENTWEB_HTTP_ALLOW: {_item!r} is not an IP address or CIDR network"
         ) from None
+# MCP servers (agentweb.mcpservers): seconds a call may take before it fails (the server
+# is then started again, or connected again, for the next call).
+AGENTWEB_MCP_TIMEOUT_SECONDS = env_int("AGENTWEB_MCP_TIMEOUT_SECONDS", 60, minimum=1)
 # A model call's overall deadline (retries included), besides the provider's read timeout.
 AGENTWEB_MODEL_DEADLINE_SECONDS = env_int("AGENTWEB_MODEL_DEADLINE_SECONDS", 120, minimum=1)
 # approval_policies {"<high-risk tool>": "never"} are refused unless this is set.

@@ -19,6 +19,7 @@ urlpatterns = [
     path("account/", include("agentweb.accounts.urls")),
     path("api/", include("agentweb.tickets.api_urls")),
     path("hooks/", include("agentweb.tickets.hook_urls")),
+    path("api/", include("agentweb.mcpservers.api_urls")),
     path("api/", include("agentweb.runs.api_urls")),
     path("", include("agentweb.notify.urls")),
     path("", include("agentweb.web.urls")),

@@ -161,11 +161,30 @@ def prompt_variables(run: Run) -> dict[str, str]:
     }
 
 
+#: How a profile allows a whole family of tools (every tool of one MCP server).
+FAMILY_WILDCARD = "__*"
+
+
+def tool_wildcards() -> set[str]:
+    """The ``<family>__*`` names a profile may allow: one per MCP server."""
+    return {f"{family}{FAMILY_WILDCARD}" for family in tool_sources.families()}
+
+
 def allowed_tools(profile: AgentProfile) -> list[str]:
-    names = registry().names()
+    """The tools a profile is offered: the ones it names (``<family>__*`` standing for
+    every tool of that family now); none named, every AGENTWEB_TOOLS module's tool (a
+    server's tools only ever by name, so a new server reaches no profile unasked)."""
     if not profile.allowed_tools:
-        return list(names)
-    return [name for name in profile.allowed_tools if name in names]
+        return module_tools().names()
+    names = registry().names()
+    out: list[str] = []
+    for name in profile.allowed_tools:
+        if name.endswith(FAMILY_WILDCARD):
+            prefix = name[: -len("*")]
+            out.extend(n for n in names if n.startswith(prefix) and n not in out)
+        elif name in names and name not in out:
+            out.append(name)
+    return out
 
 
 def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:

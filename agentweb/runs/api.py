@@ -97,7 +97,8 @@ def _user(request: HttpRequest) -> User:
     return request.user
 
 
-def _body(request: HttpRequest) -> dict[str, Any]:
+def read_body(request: HttpRequest) -> dict[str, Any]:
+    """The request's JSON object (``{}`` for no body); any app's API reads bodies with it."""
     if not request.body:
         return {}
     try:
@@ -107,6 +108,9 @@ def _body(request: HttpRequest) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise actions.ActionError("request body must be a JSON object")
     return data
+
+
+_body = read_body
 
 
 def _get_run(user: Any, run_id: int) -> Run:

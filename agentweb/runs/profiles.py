@@ -73,8 +73,11 @@ def profile_errors(profile: AgentProfile) -> dict[str, str]:
     builtin = {SEARCH_TOOL, *TOOL_NAMES}  # offered by agentweb itself, never in a module
     for field in ("allowed_tools", "risk_overrides", "approval_policies"):
         names = getattr(profile, field)
+        known = loaded | builtin
+        if field == "allowed_tools":  # every tool of one MCP server: "<server>__*"
+            known = known | agents.tool_wildcards()
         if isinstance(names, list | dict):
-            unknown = sorted(str(n) for n in names if n not in loaded | builtin)
+            unknown = sorted(str(n) for n in names if n not in known)
             if unknown:
                 errors[field] = (
                     f"unknown tools: {', '.join(unknown)} "

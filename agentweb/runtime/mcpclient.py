@@ -29,8 +29,7 @@ import contextlib
 import logging
 import os
 import threading
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from collections.abc import Coroutine
 from typing import Any, TypeVar
 
 import httpx2
@@ -43,17 +42,15 @@ from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
 from .execution import shared_pool
-from .mcpserver import CallOutcome, ServerConfig, ToolInfo
+from .mcpserver import CallOutcome, ServerConfig, ServerStatus, ToolInfo, listener
 from .mcpwire import ENDED, StderrLog, Wire, clip, garbage
 
 __all__ = [
     "McpConnection",
     "McpFault",
-    "ServerStatus",
     "close_all",
     "connection",
     "live_processes",
-    "set_listener",
 ]
 
 log = logging.getLogger(__name__)
@@ -64,26 +61,6 @@ CLOSE_WAIT = 10.0  # seconds a close waits for the SDK to stop a server's proces
 
 class McpFault(Exception):
     """A call or a listing that failed on the way; the message names the server and why."""
-
-
-@dataclass(frozen=True, slots=True)
-class ServerStatus:
-    """What this process knows of a server after a connection, a listing or a failure."""
-
-    state: str  # "ready" | "failed"
-    error: str = ""
-    tools: tuple[ToolInfo, ...] | None = None  # None: not listed this time
-
-
-Listener = Callable[[ServerConfig, ServerStatus], None]
-_listener: Listener | None = None
-
-
-def set_listener(listener: Listener | None) -> None:
-    """Be told of every server's status changes (tool lists, failures), in a thread of the
-    tool pool (the caller may use its database there)."""
-    global _listener
-    _listener = listener
 
 
 # -- the loop ------------------------------------------------------------------------------
@@ -325,14 +302,14 @@ class McpConnection:
         return "the next call connects again"
 
     def _tell(self, status: ServerStatus) -> None:
-        listener = _listener
-        if listener is None:
+        tell_to = listener()
+        if tell_to is None:
             return
         config = self.config
 
         def tell() -> None:
             try:
-                listener(config, status)
+                tell_to(config, status)
             except Exception:
                 log.warning("the MCP status listener failed", exc_info=True)
 

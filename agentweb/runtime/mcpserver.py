@@ -8,7 +8,7 @@ import hashlib
 import json
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,8 +17,11 @@ __all__ = [
     "SEPARATOR",
     "CallOutcome",
     "ServerConfig",
+    "ServerStatus",
     "ToolInfo",
+    "listener",
     "server_name_problem",
+    "set_listener",
 ]
 
 SEPARATOR = "__"
@@ -134,3 +137,27 @@ class CallOutcome:
     structured: Any = None
     images: list[tuple[bytes, str]] = field(default_factory=list)  # (data, media type)
     notes: list[str] = field(default_factory=list)  # content that could not be used as is
+
+
+@dataclass(frozen=True, slots=True)
+class ServerStatus:
+    """What this process knows of a server after a connection, a listing or a failure."""
+
+    state: str  # "ready" | "failed"
+    error: str = ""
+    tools: tuple[ToolInfo, ...] | None = None  # None: not listed this time
+
+
+Listener = Callable[[ServerConfig, ServerStatus], None]
+_listener: Listener | None = None
+
+
+def set_listener(to: Listener | None) -> None:
+    """Be told of every server's status changes in this process (tool lists, failures),
+    in a thread of the tool pool (the listener may use its database there)."""
+    global _listener
+    _listener = to
+
+
+def listener() -> Listener | None:
+    return _listener

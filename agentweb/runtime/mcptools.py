@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -30,6 +31,7 @@ from .tools import Risk, Tool, ToolContext, ToolError
 
 __all__ = [
     "MAX_TOOL_NAME",
+    "forget",
     "make_tools",
     "result_of",
     "risk_of",
@@ -159,3 +161,11 @@ def _call_through_connection(
         )
     except mcpclient.McpFault as exc:
         raise ToolError(str(exc)) from None
+
+
+def forget(server: str) -> None:
+    """Close this process's connection to a server that was removed, if it has one (a
+    process that never called a server has not loaded the client, and loads nothing)."""
+    client = sys.modules.get(f"{__package__}.mcpclient")
+    if client is not None:
+        client.forget(server)

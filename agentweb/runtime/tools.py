@@ -8,7 +8,7 @@ import inspect
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Annotated, Any, Literal, Protocol, get_type_hints, overload
@@ -590,6 +590,11 @@ class ToolSource(Protocol):
         cache, with the same sequence object as long as nothing changed."""
         ...
 
+    def families(self) -> Collection[str]:
+        """The names of the groups its tools come in (an MCP server's name), each of
+        which a profile may allow whole as ``<family>__*``, even while it has no tools."""
+        ...
+
 
 class ToolSources:
     """Fixed tools (a registry) plus tool sources, assembled into one registry whenever
@@ -613,6 +618,10 @@ class ToolSources:
             if source in self._sources:
                 self._sources.remove(source)
                 self._last = None
+
+    def families(self) -> set[str]:
+        """Every source's tool families (see ``ToolSource.families``)."""
+        return {f for source in list(self._sources) for f in source.families()}
 
     def registry(self, base: ToolRegistry) -> ToolRegistry:
         """``base`` with the sources' tools as they are now."""

@@ -496,12 +496,14 @@ def agent_delete(request: Request, agent_id: int) -> HttpResponse:
 
 
 def _registered_tools() -> list[dict[str, str]]:
-    from agentweb.runs.agents import registry
+    from agentweb.runs.agents import registry, tool_wildcards
 
     try:
-        return [
+        tools = [
             {"name": t.name, "risk": str(getattr(t, "risk", ""))}
             for t in sorted(registry(), key=lambda t: t.name)
         ]
     except Exception:  # a broken tool module must not take the admin page down
         return []
+    # Every tool of one MCP server, as a profile may allow them: "<server>__*".
+    return tools + [{"name": name, "risk": "all"} for name in sorted(tool_wildcards())]

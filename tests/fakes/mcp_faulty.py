@@ -8,7 +8,9 @@ every side effect in a ledger file, and changes its tool list.
 
 ``FAULTY_LEDGER`` (a file path, from the server's own environment) receives one JSON line
 per ``transfer`` and ``add_note`` call: the arguments, the request id and the
-``_meta.idempotency_key`` it came with, and this process's id.
+``_meta.idempotency_key`` it came with, and this process's id. ``transfer`` behaves like a
+payment API: a key it has seen before is answered from the ledger, marked ``"replayed"``,
+and moves nothing again.
 """
 
 from __future__ import annotations
@@ -52,12 +54,13 @@ def png(width: int = 3, height: int = 2) -> bytes:
     )
 
 
-def _ledger(tool: str, ctx: Context, **arguments: Any) -> None:
+def _ledger(tool: str, ctx: Context, replayed: bool = False, **arguments: Any) -> None:
     path = os.environ.get("FAULTY_LEDGER")
     if not path:
         return
     meta = ctx.request_context.meta or {}
     entry = {
+        "replayed": replayed,
         "tool": tool,
         "arguments": arguments,
         "request_id": ctx.request_id,
@@ -78,6 +81,14 @@ def echo(text: str) -> str:
 @server.tool()
 def transfer(account: str, amount: float, ctx: Context) -> str:
     """Move money to an account (no annotations: high risk)."""
+    key = (ctx.request_context.meta or {}).get("idempotency_key")
+    path = os.environ.get("FAULTY_LEDGER")
+    if key and path and os.path.exists(path):
+        with open(path) as fh:
+            seen = [json.loads(line) for line in fh if line.strip()]
+        if any(e["idempotency_key"] == key and not e["replayed"] for e in seen):
+            _ledger("transfer", ctx, replayed=True, account=account, amount=amount)
+            return f"moved {amount:.2f} to {account}"
     _ledger("transfer", ctx, account=account, amount=amount)
     return f"moved {amount:.2f} to {account}"
 

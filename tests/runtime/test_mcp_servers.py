@@ -15,8 +15,8 @@ import pytest
 from agentweb.runtime import Agent, AgentConfig, ToolContext, ToolError, ToolRegistry, mcpclient
 from agentweb.runtime.events import TOOL_CALL_FINISHED, TOOL_CALL_STARTED
 from agentweb.runtime.images import ToolOutput
-from agentweb.runtime.mcpclient import McpFault, ServerStatus
-from agentweb.runtime.mcpserver import ServerConfig
+from agentweb.runtime.mcpclient import McpFault
+from agentweb.runtime.mcpserver import ServerConfig, ServerStatus, set_listener
 from agentweb.runtime.mcptools import make_tools, risk_of, tool_name
 from agentweb.runtime.testing import ScriptedModel, call
 from tests.fakes import mcp_servers
@@ -25,7 +25,7 @@ from tests.fakes import mcp_servers
 @pytest.fixture(autouse=True)
 def _fresh_connections() -> Iterator[None]:
     yield
-    mcpclient.set_listener(None)
+    set_listener(None)
     mcpclient.close_all()
 
 
@@ -297,7 +297,7 @@ def test_tool_lists_are_read_again_when_the_server_says_they_changed():
         if status.tools and "grown" in {t.name for t in status.tools}:
             got.set()
 
-    mcpclient.set_listener(listener)
+    set_listener(listener)
     conn = mcpclient.connection(mcp_servers.faulty_stdio())  # 2026: a listen stream
     assert "grown" not in {t.name for t in conn.list_tools()}
     conn.call("grow", {}, call_id="grow1")

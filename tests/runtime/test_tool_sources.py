@@ -129,6 +129,9 @@ class _Source:
         self.asked += 1
         return self.now
 
+    def families(self) -> set[str]:
+        return {t.name.split("__")[0] for t in self.now}
+
 
 def test_sources_join_the_fixed_tools_and_the_assembly_is_kept_while_nothing_changes():
     base = ToolRegistry([lookup])
@@ -144,6 +147,7 @@ def test_sources_join_the_fixed_tools_and_the_assembly_is_kept_while_nothing_cha
     source.now = (first, second)
     two = sources.registry(base)
     assert two is not one and two.names() == ["lookup", "shop__refund", "shop__note"]
+    assert sources.families() == {"shop"}
     sources.remove(source)
     assert sources.registry(base) is base
 
