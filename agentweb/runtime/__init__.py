@@ -29,6 +29,7 @@ from .messages import (
 )
 from .models import model_from_config
 from .state import (
+    BudgetExceeded,
     Cancelled,
     Decision,
     Failed,
@@ -57,6 +58,7 @@ __all__ = [
     "AgentConfig",
     "AssistantMessage",
     "Attachment",
+    "BudgetExceeded",
     "Cancelled",
     "ConfigError",
     "ContextHints",

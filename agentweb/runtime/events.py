@@ -306,6 +306,8 @@ class RunFinished(_EventBase):
 class RunFailed(_EventBase):
     type: Literal["run_failed"] = field(default="run_failed", init=False)
     reason: str
+    # the host's budget that stopped the run before a model call (BudgetExceeded.scope)
+    budget: str | None = field(default=None, metadata=IF_GIVEN)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -27,6 +27,7 @@ from .messages import AssistantMessage, Attachment, Message, SystemMessage, User
 from .replies import TRUNCATED_MARK, clean_reply, safe_delta
 from .state import (
     TERMINAL,
+    BudgetExceeded,
     Cancelled,
     DecidedBy,
     Decision,
@@ -46,6 +47,8 @@ __all__ = [
     "TRUNCATED_MARK",
     "Agent",
     "AgentConfig",
+    "BudgetCheck",
+    "BudgetExceeded",
     "Cancelled",
     "Decision",
     "ExecutionJournal",
@@ -68,6 +71,8 @@ log = logging.getLogger(__name__)
 # -- the agent -----------------------------------------------------------------------------
 
 Validator = Callable[[str, LoopState], "str | None"]
+#: Asked before every model call: None to go on, or why the run may spend no more.
+BudgetCheck = Callable[[LoopState], "BudgetExceeded | None"]
 
 
 class Agent:
@@ -84,8 +89,10 @@ class Agent:
         image_store: ImageStore | None = None,
         validator_name: str | None = None,
         prior_total: PriorTotal | None = None,
+        budget: BudgetCheck | None = None,
     ) -> None:
         self.model = model
+        self.budget = budget
         self.image_store: ImageStore = (
             image_store if image_store is not None else MemoryImageStore()
         )
@@ -159,6 +166,9 @@ class Agent:
         if state.iteration >= self.config.max_iterations:
             reason = f"reached the limit of {self.config.max_iterations} iterations"
             return StepResult(events, self._stop(state, reason, events))
+        exceeded = self.budget(state) if self.budget is not None else None
+        if exceeded is not None:  # no answer on the way: the run fails, naming the budget
+            return StepResult(events, self._fail(state, exceeded.reason, events, exceeded.scope))
         response, seen = self._call_model(state, events, on_delta, cancel)
         if response is None:
             return StepResult(events, state.outcome)
@@ -323,10 +333,12 @@ class Agent:
         )
         return Finished(answer, decided_by, reason)
 
-    def _fail(self, state: LoopState, reason: str, events: list[Event]) -> Outcome:
+    def _fail(
+        self, state: LoopState, reason: str, events: list[Event], budget: str | None = None
+    ) -> Outcome:
         state.status = "failed"
         state.failure_reason = reason
-        events.append(ev.RunFailed(reason=reason))
+        events.append(ev.RunFailed(reason=reason, budget=budget))
         return Failed(reason)
 
     # -- event builders --------------------------------------------------------------------

@@ -78,6 +78,15 @@ class NeedsSubtasks:
 
 
 @dataclass(frozen=True, slots=True)
+class BudgetExceeded:
+    """A host's budget check (``Agent(budget=...)``) refusing the next model call: the run
+    fails with ``reason``; ``scope`` names the budget (stored on ``run_failed``)."""
+
+    scope: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class Failed:
     reason: str
 
