@@ -34,7 +34,10 @@ sandbox:
 run: $(STAMP)
 	exec env PORT=$(PORT) VERBOSE=$(V) $(PY) -m agentweb.devstack run
 
+# The mailbox tests run a real IMAP server: Debian's dovecot-imapd, installed when missing.
 test: $(STAMP)
+	@test -x /usr/sbin/dovecot || { apt-get update -qq && apt-get install -y -qq dovecot-imapd; } \
+		|| echo "dovecot-imapd is not installed (not root?): the mailbox tests will fail"
 	$(PY) -m agentweb.devstack exec -- $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)

@@ -49,6 +49,12 @@ app.conf.beat_schedule = {
         "task": "agentweb.notify.tasks.escalate_and_remind",
         "schedule": timedelta(seconds=5),
     },
+    # Email in (agentweb/tickets/mailbox.py): the task polls when AGENTWEB_IMAP_POLL_SECONDS
+    # have passed since the last poll, and does nothing without AGENTWEB_IMAP_URL.
+    "poll-mailbox": {
+        "task": "agentweb.tickets.tasks.poll_mailbox",
+        "schedule": timedelta(seconds=2),
+    },
     "expire-approvals": {
         "task": "agentweb.runs.tasks.expire_approvals",
         "schedule": timedelta(seconds=5),

@@ -27,6 +27,7 @@ from agentweb.env import (
 from agentweb.notify.config import check_site_url_for_links, parse_slack_users, parse_webhooks
 from agentweb.observability.logs import logging_config
 from agentweb.outbox.config import check_http_url, parse_mail_from, parse_site_url, parse_smtp_url
+from agentweb.tickets.config import parse_imap_url, parse_intake_rules
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -252,6 +253,11 @@ if AGENTWEB_ESCALATE_AFTER_MINUTES and not AGENTWEB_ESCALATION_GROUP:
         "whose members are told when nobody decided in time"
     )
 AGENTWEB_APPROVAL_REMIND_MINUTES = env_float("AGENTWEB_APPROVAL_REMIND_MINUTES", 60, minimum=0)
+
+# --- Tickets in (agentweb/tickets): the mailbox beat polls, and rules that start runs.
+AGENTWEB_IMAP = parse_imap_url(env_str("AGENTWEB_IMAP_URL"))
+AGENTWEB_IMAP_POLL_SECONDS = env_int("AGENTWEB_IMAP_POLL_SECONDS", 30, minimum=2)
+AGENTWEB_INTAKE_RULES = parse_intake_rules(env_str("AGENTWEB_INTAKE_RULES"))
 
 # --- Auth. Failed logins are throttled per user name and address (django-axes): after
 # AGENTWEB_LOGIN_FAILURES failures that pair is locked for AGENTWEB_LOGIN_COOLOFF_MINUTES.

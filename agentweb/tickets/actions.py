@@ -91,14 +91,14 @@ def do_receive_ticket(incoming: Incoming, *, by: Any = None, update: bool = Fals
     tags, fields and subject replace the stored ones (a helpdesk's ``ticket.updated``).
     ``by``: the person or token's user (None: a source of ours, already authenticated)."""
     may_add_tickets(by)
-    now = incoming.at or timezone.now()
+    now = timezone.now()
     with transaction.atomic():
         ticket, created = _ticket_for(incoming, now)
         if not created and update:
             _apply_update(ticket, incoming, now)
         message = None
         if incoming.body.strip():
-            message = _add_incoming(ticket, incoming, now, first=created)
+            message = _add_incoming(ticket, incoming, first=created)
         if created or message is not None or update:
             _changed_on_commit(ticket.pk, message.pk if message else None, created)
     return Received(ticket, created, message)
@@ -116,7 +116,7 @@ def _ticket_for(incoming: Incoming, now: datetime) -> tuple[Ticket, bool]:
             queue=incoming.queue or "",
             tags=list(incoming.tags or []),
             fields=dict(incoming.fields or {}),
-            created_at=now,
+            created_at=min(incoming.at or now, now),
             updated_at=now,
         )
 
@@ -159,9 +159,10 @@ def _apply_update(ticket: Ticket, incoming: Incoming, now: datetime) -> None:
         setattr(ticket, name, value)
 
 
-def _add_incoming(ticket: Ticket, incoming: Incoming, now: datetime, first: bool) -> Message | None:
+def _add_incoming(ticket: Ticket, incoming: Incoming, first: bool) -> Message | None:
     """The new incoming message, or None when the ticket already has it (its id, or the
     same text as its last incoming message). The caller holds the ticket's row lock."""
+    now = timezone.now()
     if not first:
         if incoming.message_external_id:
             if ticket.messages.filter(external_id=incoming.message_external_id).exists():
@@ -183,7 +184,7 @@ def _add_incoming(ticket: Ticket, incoming: Incoming, now: datetime, first: bool
         quoted=incoming.quoted,
         external_id=incoming.message_external_id,
         attachments=list(incoming.attachments),
-        at=now,
+        at=min(incoming.at or now, now),
     )
     if not first:
         changes: dict[str, Any] = {"updated_at": now}
@@ -204,6 +205,19 @@ def _changed_on_commit(ticket_id: int, message_id: int | None, created: bool) ->
             lambda hook=hook: hook(ticket_id, message_id, created),  # type: ignore[misc]
             robust=True,
         )
+
+
+def do_add_incoming(ticket_id: int, incoming: Incoming) -> Message | None:
+    """A message the customer sent on a known ticket (a mail answering it); None when the
+    ticket has it already."""
+    with transaction.atomic():
+        ticket = Ticket.objects.select_for_update().filter(pk=ticket_id).first()
+        if ticket is None:
+            raise NotFound(f"no ticket {ticket_id}")
+        message = _add_incoming(ticket, incoming, first=False)
+        if message is not None:
+            _changed_on_commit(ticket.pk, message.pk, False)
+    return message
 
 
 # --- tickets changed by people ------------------------------------------------------------
@@ -266,7 +280,7 @@ def do_add_message(
         if direction == Message.Direction.IN:
             incoming = Incoming(source=ticket.source, subject=ticket.subject, body=body)
             incoming.author = author or ticket.requester_label
-            message = _add_incoming(ticket, incoming, now, first=False)
+            message = _add_incoming(ticket, incoming, first=False)
             if message is None:
                 return ticket.messages.filter(direction=Message.Direction.IN).latest("at"), False
             _changed_on_commit(ticket.pk, message.pk, False)

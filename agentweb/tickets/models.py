@@ -213,3 +213,51 @@ class WebhookDelivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source_id}:{self.delivery_id}"
+
+
+class Mailbox(models.Model):
+    """How far the import of one IMAP folder got (``key``: user@host:port/folder), and
+    whether the last poll reached it. ``lease_until``: a poll holds the mailbox until
+    then (one poll at a time, across workers)."""
+
+    key = models.CharField(max_length=500, unique=True)
+    uidvalidity = models.BigIntegerField(null=True, blank=True)
+    last_uid = models.BigIntegerField(default=0)
+    next_poll_at = models.DateTimeField(default=timezone.now)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    last_ok_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.TextField(blank=True)
+    last_error_at = models.DateTimeField(null=True, blank=True)
+    imported = models.PositiveIntegerField(default=0)
+
+    def __str__(self) -> str:
+        return self.key
+
+
+class ImportedMail(models.Model):
+    """One mail taken from a mailbox: by its UID (under the folder's UIDVALIDITY) and by
+    its Message-ID, each unique, so it is never imported twice. ``skipped`` says why a
+    mail became no message (an auto-reply, one of our own)."""
+
+    mailbox = models.ForeignKey(Mailbox, on_delete=models.CASCADE, related_name="mails")
+    uidvalidity = models.BigIntegerField()
+    uid = models.BigIntegerField()
+    message_id = models.CharField(max_length=998)
+    became = models.ForeignKey(
+        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )  # the ticket message it became
+    skipped = models.CharField(max_length=100, blank=True)
+    imported_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["mailbox", "uidvalidity", "uid"], name="tickets_mail_uid_unique"
+            ),
+            models.UniqueConstraint(
+                fields=["mailbox", "message_id"], name="tickets_mail_message_id_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.uidvalidity}:{self.uid} {self.message_id}"

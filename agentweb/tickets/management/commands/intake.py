@@ -4,6 +4,7 @@
     intake set-secret NAME [--secret-stdin]
     intake sources
     intake remove-source NAME
+    intake poll                       # read the mailbox (AGENTWEB_IMAP_URL) now
 
 A new source's secret is printed once (its last line); ``--secret-stdin`` reads it from
 the first line of stdin instead (Zendesk makes its own signing secret: paste that one).
@@ -18,7 +19,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentweb.runs.errors import ActionError
-from agentweb.tickets import actions
+from agentweb.tickets import actions, mailbox
 from agentweb.tickets.models import Source
 
 
@@ -45,6 +46,7 @@ class Command(BaseCommand):
         sub.add_parser("sources", help="list the sources (secrets not shown)")
         remove = sub.add_parser("remove-source", help="delete a source (its tickets stay)")
         remove.add_argument("name")
+        sub.add_parser("poll", help="read the mailbox AGENTWEB_IMAP_URL names now")
 
     def handle(self, *args: Any, **opts: Any) -> None:
         try:
@@ -88,3 +90,17 @@ class Command(BaseCommand):
         if not deleted:
             raise CommandError(f"no source named {opts['name']!r}")
         self.stdout.write(f"removed source {opts['name']}")
+
+    def _poll(self, opts: dict[str, Any]) -> None:
+        config = settings.AGENTWEB_IMAP
+        if config is None:
+            raise CommandError("AGENTWEB_IMAP_URL is not set: there is no mailbox to read")
+        result = mailbox.poll_now(config)
+        if not result.polled:
+            self.stdout.write(f"{config.describe()}: another poll holds the mailbox; try later")
+        elif result.error:
+            raise CommandError(f"{config.describe()}: {result.error}")
+        else:
+            self.stdout.write(
+                f"{config.describe()}: {result.imported} imported, {result.skipped} skipped"
+            )
