@@ -15,7 +15,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from agentweb.runs import lifecycle, publish
+from agentweb.runs import lifecycle, publish, toolset
 from agentweb.runs.errors import (
     ActionError,
     Conflict,
@@ -346,9 +346,7 @@ def record_decision(checked: CheckedDecision) -> Approval:
 
 
 def validate_tool_arguments(tool_name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    from agentweb.runs.agents import registry
-
-    tool = registry().get(tool_name)
+    tool = toolset.registry().get(tool_name)
     if tool is None:
         raise InvalidArguments(f"tool {tool_name!r} is not loaded in this installation")
     try:

@@ -19,10 +19,10 @@ from django.views.decorators.csrf import csrf_exempt
 
 from agentweb.accounts.models import ApiToken, hash_token
 from agentweb.middleware import MAX_INT, BadInput, request_json
-from agentweb.runs import actions, follow_up
+from agentweb.runs import actions, follow_up, profiles
 from agentweb.runs.api_input import DecideApproval, StartRun
 from agentweb.runs.delegation import children_ids
-from agentweb.runs.models import SUMMARY_CHARS, Approval, Run, RunEvent
+from agentweb.runs.models import SUMMARY_CHARS, AgentProfile, Approval, Run, RunEvent
 from agentweb.runs.outcomes import actions_by_run
 
 View = Callable[..., HttpResponse]
@@ -231,8 +231,6 @@ def _may_write_profiles(request: HttpRequest) -> None:
 
 
 def _profile(name: str) -> Any:
-    from agentweb.runs.models import AgentProfile
-
     profile = AgentProfile.objects.filter(name=name).first()
     if profile is None:
         raise actions.NotFound(f"no agent profile {name!r}")
@@ -243,7 +241,6 @@ def _profile(name: str) -> Any:
 def agent_profiles(request: HttpRequest) -> HttpResponse:
     """GET: every profile (anyone signed in); POST: create one (admins)."""
     from agentweb.runs import profiles
-    from agentweb.runs.models import AgentProfile
 
     if request.method == "GET":
         found = AgentProfile.objects.order_by("name")
@@ -264,8 +261,6 @@ def agent_profiles(request: HttpRequest) -> HttpResponse:
 def agent_profile(request: HttpRequest, name: str) -> HttpResponse:
     """One profile: GET (anyone signed in); PUT replaces, PATCH changes the given
     fields, DELETE removes one no run uses (admins)."""
-    from agentweb.runs import profiles
-
     profile = _profile(name)
     if request.method == "GET":
         return JsonResponse(profiles.profile_json(profile))

@@ -25,8 +25,8 @@ from pydantic import (
     model_validator,
 )
 
-from agentweb.runs.actions import ActionError, InvalidArguments
-from agentweb.runs.profiles import FIELDS, MAX_TOP_N
+from agentweb.runs.errors import ActionError, InvalidArguments
+from agentweb.runs.profile_rules import FIELDS, MAX_TOP_N
 
 
 class Input(BaseModel):

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from agentweb.runs.agents import registry
 from agentweb.runs.models import AgentProfile, Approval, RunEvent
 from agentweb.runs.policies import prior_total
+from agentweb.runs.toolset import registry, risk_of
 
 # _limit, _number: the rule's own words for a limit and its reading of a number
 from agentweb.runtime.approvals import Threshold, _limit, _number, parse_policy
@@ -135,8 +135,7 @@ def asking_rule(profile: AgentProfile | None, tool_name: str, reason: str = "") 
         return Rule("tool_threshold", f"{tool_name}'s own rule: " + _threshold_words(own), own)
     if own is not None:
         return Rule("tool_rule", f"{tool_name}'s own rule asks a person for this call")
-    risk = override or getattr(tool, "risk", None)
-    if risk == "high" or tool is None:
+    if tool is None or risk_of(tool_name, profile) == "high":  # unknown: fail closed
         return Rule("high_risk", f"{tool_name} is a high-risk tool: every call needs a person")
     return Rule("unknown", f"{tool_name} needs a person's approval")
 

@@ -1,5 +1,14 @@
 from django.apps import AppConfig
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
+
+# Our Celery app is loaded in every Django process (web included), so tasks sent from
+# there go to our broker. Not in agentweb/__init__: the runtime must stay Django-free.
+import agentweb.celery  # noqa: F401
+from agentweb.dbpool import tidy_tool_thread
+from agentweb.runs import agents, toolset
+from agentweb.runtime.execution import around_tool_calls
+from agentweb.runtime.gateway import ConfigError
 
 
 class RunsConfig(AppConfig):
@@ -8,12 +17,6 @@ class RunsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Load our Celery app in every Django process (web included), so tasks sent from
-        # there go to our broker. Not in agentweb/__init__: the runtime must stay Django-free.
-        import agentweb.celery  # noqa: F401
-        from agentweb.dbpool import tidy_tool_thread
-        from agentweb.runtime.execution import around_tool_calls
-
         around_tool_calls(before=tidy_tool_thread, after=tidy_tool_thread)
         check_agent_configuration()
 
@@ -21,18 +24,13 @@ class RunsConfig(AppConfig):
 def check_agent_configuration() -> None:
     """Bad model or tool configuration stops start-up, naming the variable, instead of
     failing the first run an operator starts."""
-    from django.conf import settings
-
-    from agentweb.runs.agents import model_for, registry
-    from agentweb.runtime.gateway import ConfigError
-
     try:  # the tools first: the demo model comes from a tool module
-        registry()
+        toolset.registry()
     except ImportError as exc:
         raise ImproperlyConfigured(f"AGENTWEB_TOOLS: cannot import {exc.name!r}: {exc}") from None
     except ValueError as exc:
         raise ImproperlyConfigured(f"AGENTWEB_TOOLS: {exc}") from None
     try:
-        model_for(settings.AGENTWEB_MODEL)
+        agents.model_for(settings.AGENTWEB_MODEL)
     except ConfigError as exc:
         raise ImproperlyConfigured(str(exc)) from None

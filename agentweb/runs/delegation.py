@@ -25,6 +25,7 @@ from django.db import transaction
 from agentweb.runs import lifecycle, queue
 from agentweb.runs.lifecycle import task_result
 from agentweb.runs.models import AgentProfile, Run
+from agentweb.runs.toolset import BUILTIN_RISK, DELEGATE, WAIT
 from agentweb.runtime import events as ev
 from agentweb.runtime.tools import Suspend, Tool, ToolContext, ToolError
 
@@ -32,8 +33,6 @@ log = logging.getLogger(__name__)
 P = ParamSpec("P")
 R = TypeVar("R")
 
-DELEGATE = "delegate_task"
-WAIT = "wait_for_tasks"
 TOOL_NAMES = (DELEGATE, WAIT)
 MAX_DEPTH = 3  # a top-level run is depth 1; a run at this depth may not delegate
 MAX_CHILDREN = 10  # over a run's whole life
@@ -97,16 +96,12 @@ def _tools(delegates: tuple[str, ...]) -> tuple[Tool, Tool]:
         _delegate_task,
         name=DELEGATE,
         description=f"{_DELEGATE_SUMMARY} Agents you may delegate to: {names}.",
+        risk=BUILTIN_RISK[DELEGATE],
         idempotent=True,  # one child per (run, call id), whatever the retries
         timeout=30.0,
     )
-    wait = Tool(_wait_for_tasks, name=WAIT, idempotent=True, timeout=30.0)
+    wait = Tool(_wait_for_tasks, name=WAIT, risk=BUILTIN_RISK[WAIT], idempotent=True, timeout=30.0)
     return delegate, wait
-
-
-def builtin(name: str) -> Tool | None:
-    """The built-in delegation tool called ``name``, if it is one (for risk lookups)."""
-    return dict(zip(TOOL_NAMES, _tools(()), strict=True)).get(name)
 
 
 def tools_for(profile: AgentProfile) -> list[Tool]:

@@ -26,11 +26,12 @@ from django.utils import timezone
 from agentweb import dbpool
 from agentweb.observability import steps as observe
 from agentweb.runs import delegation, lifecycle, publish, store
-from agentweb.runs.agents import build_agent, registry, run_context
 from agentweb.runs.faults import crash_point
 from agentweb.runs.journal import DbJournal
 from agentweb.runs.models import Approval, Run, ToolExecution, arguments_hash
 from agentweb.runs.pricing import cost_usd
+from agentweb.runs.toolset import registry, risk_of
+from agentweb.runs.wiring import build_agent, run_context
 from agentweb.runtime import events as ev
 from agentweb.runtime.messages import SystemMessage
 from agentweb.runtime.state import (
@@ -187,9 +188,14 @@ def _after_crash(run_id: int, owner: str, exc: Exception) -> str | None:
     return Run.Status.FAILED
 
 
+def journal_for(run: Run) -> DbJournal:
+    """The run's record of tool executions, with the installation's tools and risks."""
+    return DbJournal(run, tool_of=registry().get, risk_of=lambda name: risk_of(name, run.agent))
+
+
 def _drive(run_id: int, owner: str, held: _Held) -> str:
     run = Run.objects.select_related("agent", "created_by", "ticket").get(pk=run_id)
-    journal = DbJournal(run, tool_of=registry().get, risk_of=lambda name: _risk(run, name))
+    journal = journal_for(run)
     agent = build_agent(run, journal)
     facts = run_context(run)
     context = ToolContext(
@@ -249,7 +255,7 @@ def _tell_what_earlier_runs_did(run: Run, state: LoopState) -> None:
     )
     lines = []
     for run_id, tool, arguments, finished_at in done[:200]:
-        if _risk(run, tool) == "low":
+        if risk_of(tool, run.agent) == "low":
             continue
         when = finished_at.strftime("%Y-%m-%d %H:%M UTC") if finished_at else "?"
         args = json.dumps(arguments, sort_keys=True, ensure_ascii=False)[:500]
@@ -266,14 +272,6 @@ def _tell_what_earlier_runs_did(run: Run, state: LoopState) -> None:
         first.content = f"{first.content}\n\n{note}"
     else:
         state.messages.insert(0, SystemMessage(content=note))
-
-
-def _risk(run: Run, tool_name: str) -> str:
-    override = (run.agent.risk_overrides or {}).get(tool_name)
-    if override:
-        return str(override)
-    tool = registry().get(tool_name) or delegation.builtin(tool_name)
-    return str(tool.risk) if tool is not None else "high"  # unknown: treat as risky
 
 
 def _decisions_for(run: Run, state: LoopState) -> list[Decision]:

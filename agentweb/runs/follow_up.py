@@ -14,9 +14,8 @@ from typing import Any
 
 from django.db.models import Exists, F, Func, OuterRef, Q, TextField
 
-from agentweb.runs.agents import registry
-from agentweb.runs.delegation import TOOL_NAMES, builtin
 from agentweb.runs.models import Approval, Run, RunEvent, ToolExecution
+from agentweb.runs.toolset import BUILTIN_RISK, registry
 
 #: The fates of an action that a person should look at after a "succeeded" run.
 FOLLOW_UP = ("rejected", "failed", "expired")
@@ -38,12 +37,12 @@ def needs_follow_up(status: str, actions: Iterable[Any]) -> bool:
 
 def _low_risk_tools() -> list[str]:
     """Tools whose own risk is low (a call of one is an action only when a profile raises
-    it), as ``outcomes`` reads the risk: the loaded tools and the built-in ones."""
+    it), as ``toolset.risk_of`` reads the risk: the loaded tools and the built-in ones."""
     try:
         loaded = [t.name for t in registry() if t.risk == "low"]
     except Exception:  # a broken tool module: every tool counts as risky (as outcomes does)
         loaded = []
-    own = [name for name in TOOL_NAMES if (found := builtin(name)) and found.risk == "low"]
+    own = [name for name, risk in BUILTIN_RISK.items() if risk == "low"]
     return [*loaded, *own]
 
 

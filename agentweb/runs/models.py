@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Any, TypedDict
 
 from django.conf import settings
@@ -13,6 +14,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.db import models
 
 from agentweb.observability.ids import new_span_id, new_trace_id, tool_span_id
+from agentweb.runs import profile_rules
+from agentweb.runs.toolset import risk_of
 from agentweb.teams.scope import scope_for
 
 
@@ -70,22 +73,11 @@ class AgentProfile(models.Model):
         value = str(self.tool_selection).strip()
         return int(value) if value.isdigit() and int(value) > 0 else None
 
-    def _risk_of(self, tool: str) -> str:
-        """The tool's risk for this profile (its override, else the tool's own)."""
-        from agentweb.runs.policies import _tool_risk
-
-        override = (
-            (self.risk_overrides or {}).get(tool) if isinstance(self.risk_overrides, dict) else None
-        )
-        return str(override) if override else _tool_risk(tool)
-
     def clean(self) -> None:
         # The one place profile fields are checked: the admin, the /agents/ form, the
         # API and `agents import` all call full_clean(). The checks that need the loaded
-        # tools or the environment live in agentweb.runs.profiles.
-        from agentweb.runs.profiles import profile_errors
-
-        errors: dict[str, str] = profile_errors(self)
+        # tools or the environment live in agentweb.runs.profile_rules.
+        errors: dict[str, str] = profile_rules.profile_errors(self)
         if not isinstance(self.allowed_tools, list) or not all(
             isinstance(name, str) for name in self.allowed_tools
         ):
@@ -94,10 +86,10 @@ class AgentProfile(models.Model):
             value in ("low", "medium", "high") for value in self.risk_overrides.values()
         ):
             errors["risk_overrides"] = 'an object of tool: "low" | "medium" | "high"'
-        from agentweb.runs.policies import policy_errors
-
-        policy_error = policy_errors(self.approval_policies, self._risk_of)
-        if policy_error:
+        policy_error = profile_rules.policy_errors(
+            self.approval_policies, lambda tool: risk_of(tool, self)
+        )
+        if policy_error and "approval_policies" not in errors:  # an unknown tool: said so
             errors["approval_policies"] = policy_error
         delegates = self.delegates
         if not isinstance(delegates, list) or not all(isinstance(n, str) for n in delegates):
@@ -239,10 +231,12 @@ class Run(models.Model):
         return self.status in self.ACTIVE
 
     def actions(self) -> list[dict[str, Any]]:
-        """Every medium/high-risk call of this run with its fate (see ``outcomes``)."""
-        from agentweb.runs.outcomes import run_actions
-
-        return run_actions(self)
+        """Every medium/high-risk call of this run with its fate (``actions_of``)."""
+        return actions_of(
+            self,
+            Approval.objects.filter(run=self).only("call_id", "tool", "status", "requested_at"),
+            ToolExecution.objects.filter(run=self).only("call_id", "tool", "status", "started_at"),
+        )
 
     @property
     def top_id(self) -> int:
@@ -488,3 +482,71 @@ class AuditEntry(models.Model):
 
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
         raise ValueError("audit entries are append-only")
+
+
+# --- what became of a run's actions ----------------------------------------------------
+
+#: The risks whose calls are a run's actions.
+RISKY = ("medium", "high")
+
+
+def actions_of(
+    run: Run, approvals: Iterable[Approval], executions: Iterable[ToolExecution]
+) -> list[dict[str, Any]]:
+    """What became of a run's actions: every medium- or high-risk call with its fate, from
+    the rows that are the truth for it (its ``Approval`` and ``ToolExecution`` rows), so
+    the API, the pages and the exports agree. An entry is ``{"tool", "call_id",
+    "status", "approved_by"}``:
+
+    - ``status``: ``pending`` (waiting for a person, or approved and not run yet),
+      ``executed``, ``failed`` (it ran and reported an error, or its check refused it),
+      ``rejected``, ``expired``, ``cancelled`` (its run ended before it could run);
+    - ``approved_by``: ``person`` when a person approved it, ``policy`` when it ran
+      without one (a rule or its risk level allowed it), else null.
+    """
+    by_call: dict[str, dict[str, Any]] = {}
+    order: list[tuple[Any, str]] = []
+    execs = {e.call_id: e for e in executions}
+    for asked in approvals:
+        by_call[asked.call_id] = {"tool": asked.tool, "approval": asked}
+        order.append((asked.requested_at, asked.call_id))
+
+    def risky(tool: str) -> bool:  # the profile is read only when a call needs it
+        return risk_of(tool, run.agent if run.agent_id else None) in RISKY
+
+    for ran in execs.values():
+        if ran.call_id in by_call or not risky(ran.tool):
+            continue
+        by_call[ran.call_id] = {"tool": ran.tool, "approval": None}
+        order.append((ran.started_at, ran.call_id))
+    final = run.status in Run.FINAL
+    out = []
+    for _, call_id in sorted(order, key=lambda pair: (pair[0], pair[1])):
+        item = by_call[call_id]
+        approval: Approval | None = item["approval"]
+        execution = execs.get(call_id)
+        approved_by: str | None = None
+        if approval is None:
+            approved_by = "policy"
+        elif approval.status == Approval.Status.APPROVED:
+            approved_by = "person"
+        if approval is not None and approval.status not in (
+            Approval.Status.APPROVED,
+            Approval.Status.PENDING,
+        ):
+            status = str(approval.status)  # rejected | expired | cancelled
+        elif approval is not None and approval.status == Approval.Status.PENDING:
+            status = "cancelled" if final else "pending"
+        elif execution is None or execution.status in (
+            ToolExecution.Status.STARTED,
+            ToolExecution.Status.UNKNOWN,
+        ):
+            status = "cancelled" if final and execution is None else "pending"
+        elif execution.status == ToolExecution.Status.SUCCEEDED:
+            status = "executed"
+        else:
+            status = "failed"
+        out.append(
+            {"tool": item["tool"], "call_id": call_id, "status": status, "approved_by": approved_by}
+        )
+    return out

@@ -10,11 +10,10 @@ from __future__ import annotations
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from django.conf import settings
 from django.db.models import Q
 
 from agentweb.runs.models import Approval, GroupKeys, ToolExecution
-from agentweb.runtime.approvals import Threshold, group_key, parse_policy
+from agentweb.runtime.approvals import group_key
 
 #: Executions that count: done, or possibly done (a crash mid-call).
 _COUNTED = (
@@ -76,40 +75,3 @@ def _near(keys: str, sum_per: str, wanted: str) -> Q:
     return Q(**{f"{keys}__contains": {sum_per: wanted}}) | Q(
         **{f"{keys}__contains": {sum_per: "*"}}
     )
-
-
-def policy_errors(policies: Any, risk_of: Any = None) -> str | None:
-    """Why ``policies`` (a profile's ``approval_policies``) cannot be stored, or None.
-
-    ``"never"`` for a high-risk tool needs ``AGENTWEB_ALLOW_UNAPPROVED_HIGH_RISK=1``: a
-    person's approval is what makes those tools safe to offer."""
-    example = (
-        'an object of tool: "always" | "never" | "default" | '
-        '{"argument": "amount", "at_least": 20, "sum_per": "order_id"}'
-    )
-    if not isinstance(policies, dict):
-        return example
-    for name, rule in policies.items():
-        try:
-            parsed = parse_policy(rule)
-        except ValueError as exc:
-            return f"{name}: {exc}; expected {example}"
-        if isinstance(parsed, Threshold):
-            for key in (parsed.argument, parsed.sum_per):
-                if key is not None and (not key.isidentifier() or "__" in key):
-                    return f"{name}: {key!r} is not an argument name"
-        if parsed == "never" and not settings.AGENTWEB_ALLOW_UNAPPROVED_HIGH_RISK:
-            risk = (risk_of or _tool_risk)(name)
-            if risk == "high":
-                return (
-                    f'{name} is a high-risk tool: "never" (no approval) is refused unless '
-                    "the installation sets AGENTWEB_ALLOW_UNAPPROVED_HIGH_RISK=1"
-                )
-    return None
-
-
-def _tool_risk(name: str) -> str:
-    from agentweb.runs.agents import registry
-
-    found = registry().get(name)
-    return str(found.risk) if found is not None else "unknown"

@@ -1,38 +1,22 @@
-"""Agent profiles as data: the one set of field checks (the model's ``clean()`` calls
-``profile_errors``), their JSON shape (``GET /api/agents``, ``agents export``), creating
-or updating one from that JSON (API, ``agents import``, the /agents/ form), and the
-profiles an installation starts with (admins edit them afterwards)."""
+"""Agent profiles as data: their JSON shape (``GET /api/agents``, ``agents export``),
+creating or updating one from that JSON (API, ``agents import``), and the profiles an
+installation starts with (admins edit them afterwards). The field checks are
+``profile_rules``' (the model's ``clean()`` calls them)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.core.exceptions import ValidationError
 
-if TYPE_CHECKING:
-    from agentweb.runs.models import AgentProfile
+from agentweb.runs import actions
+from agentweb.runs.api_input import ChangeProfile, CreateProfile, ProfileFields, ReplaceProfile
+from agentweb.runs.models import AgentProfile
+from agentweb.runs.profile_rules import FIELDS as FIELDS  # known here too
+from agentweb.runs.profile_rules import MAX_TOP_N as MAX_TOP_N
 
 #: The claims validator of the ticket domain (seeded ticket profiles name it).
 CLAIMS_VALIDATOR = "agentweb.shop.validators.claims_validator"
-
-#: Fields of a profile in JSON, in the order shown; only name and system_prompt required
-#: (their types and defaults: ``api_input.ProfileFields``).
-FIELDS = (
-    "name",
-    "description",
-    "system_prompt",
-    "model",
-    "allowed_tools",
-    "tool_selection",
-    "validator",
-    "approval_policies",
-    "risk_overrides",
-    "max_iterations",
-    "context_budget_tokens",
-    "delegates",
-    "vision",
-)
-MAX_TOP_N = 100
 
 
 def profile_json(profile: AgentProfile) -> dict[str, Any]:
@@ -53,52 +37,6 @@ def profile_json(profile: AgentProfile) -> dict[str, Any]:
         "vision": profile.vision,
         "updated_at": profile.updated_at.isoformat() if profile.updated_at else None,
     }
-
-
-def _defaults() -> dict[str, Any]:
-    from agentweb.runs.api_input import ProfileFields
-
-    return ProfileFields.defaults()
-
-
-def profile_errors(profile: AgentProfile) -> dict[str, str]:
-    """What is wrong with ``profile``'s values, by field (checks that need the loaded
-    tools, the environment or the other profiles; ``clean()`` adds the shape checks)."""
-    from agentweb.runs import agents
-    from agentweb.runs.delegation import TOOL_NAMES
-    from agentweb.runtime.selection import SEARCH_TOOL
-
-    errors: dict[str, str] = {}
-    loaded = set(agents.registry().names())
-    builtin = {SEARCH_TOOL, *TOOL_NAMES}  # offered by agentweb itself, never in a module
-    for field in ("allowed_tools", "risk_overrides", "approval_policies"):
-        names = getattr(profile, field)
-        known = loaded | builtin
-        if field == "allowed_tools":  # every tool of one MCP server: "<server>__*"
-            known = known | agents.tool_wildcards()
-        if isinstance(names, list | dict):
-            unknown = sorted(str(n) for n in names if n not in known)
-            if unknown:
-                errors[field] = (
-                    f"unknown tools: {', '.join(unknown)} "
-                    f"(loaded: {', '.join(sorted(loaded)) or 'none'})"
-                )
-    selection = str(profile.tool_selection or "").strip()
-    if selection != "all" and not (selection.isdigit() and 1 <= int(selection) <= MAX_TOP_N):
-        errors["tool_selection"] = f'"all" or a whole number from 1 to {MAX_TOP_N}'
-    if profile.validator:
-        problem = agents.validator_problem(profile.validator)
-        if problem:
-            errors["validator"] = problem
-    if profile.model:
-        problem = agents.model_problem(profile.model)
-        if problem:
-            errors["model"] = problem
-    if profile.max_iterations is not None and not 1 <= profile.max_iterations <= 200:
-        errors["max_iterations"] = "must be from 1 to 200"
-    if profile.context_budget_tokens is not None and profile.context_budget_tokens < 1000:
-        errors["context_budget_tokens"] = "must be at least 1000"
-    return errors
 
 
 def field_errors(exc: ValidationError) -> dict[str, str]:
@@ -132,10 +70,6 @@ def save_profile(
 
     Without ``partial`` the fields not given are reset to their defaults (PUT, import);
     raises ``ProfileInvalid`` naming every field that is wrong."""
-    from agentweb.runs import actions
-    from agentweb.runs.api_input import ChangeProfile, CreateProfile, ReplaceProfile
-    from agentweb.runs.models import AgentProfile
-
     body = CreateProfile if profile is None else ChangeProfile if partial else ReplaceProfile
     values, errors = body.read(data)
     if errors:
@@ -143,7 +77,7 @@ def save_profile(
     if profile is None:
         profile = AgentProfile()
     if not partial:
-        for key, default in _defaults().items():
+        for key, default in ProfileFields.defaults().items():
             setattr(profile, key, default)
     for key, value in values.items():
         setattr(profile, key, value)
@@ -265,8 +199,6 @@ total with its captured payments and refunds. Report what you found, a line
 
 def seed_profiles() -> list[AgentProfile]:
     """Create the default profiles once; an admin's later edits are kept."""
-    from agentweb.runs.models import AgentProfile
-
     assistant, _ = AgentProfile.objects.get_or_create(
         name="ticket-assistant",
         defaults={

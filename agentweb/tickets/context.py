@@ -7,7 +7,7 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from agentweb.runs.agents import tool_modules
+from agentweb.runs.toolset import tool_modules
 from agentweb.tickets.models import Ticket
 
 log = logging.getLogger(__name__)

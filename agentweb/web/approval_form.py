@@ -20,8 +20,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from agentweb.middleware import MAX_INT, BadInput, strict_json
-from agentweb.runs.agents import registry
 from agentweb.runs.event_text import pretty
+from agentweb.runs.toolset import registry
 
 PREFIX = "arg."
 _MISSING = object()

@@ -74,7 +74,7 @@ class ImportForm(forms.Form):
 
 class AgentProfileForm(forms.ModelForm):
     """Create, clone or edit a profile. Every check is the model's (``clean()`` ->
-    ``agentweb.runs.profiles.profile_errors``): the API and ``agents import`` run the
+    ``agentweb.runs.profile_rules``): the API and ``agents import`` run the
     same ones, and each error shows under its field."""
 
     class Meta:

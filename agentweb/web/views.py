@@ -27,7 +27,7 @@ from django.views.decorators.http import require_GET, require_POST
 from django_htmx.middleware import HtmxDetails
 
 from agentweb.accounts.roles import start_page
-from agentweb.runs import actions
+from agentweb.runs import actions, toolset
 from agentweb.runs import export as run_export
 from agentweb.runs.follow_up import follow_up_filter, used_tool
 from agentweb.runs.models import AgentProfile, Run, RunEvent, RunImage
@@ -496,14 +496,12 @@ def agent_delete(request: Request, agent_id: int) -> HttpResponse:
 
 
 def _registered_tools() -> list[dict[str, str]]:
-    from agentweb.runs.agents import registry, tool_wildcards
-
     try:
         tools = [
             {"name": t.name, "risk": str(getattr(t, "risk", ""))}
-            for t in sorted(registry(), key=lambda t: t.name)
+            for t in sorted(toolset.registry(), key=lambda t: t.name)
         ]
     except Exception:  # a broken tool module must not take the admin page down
         return []
     # Every tool of one MCP server, as a profile may allow them: "<server>__*".
-    return tools + [{"name": name, "risk": "all"} for name in sorted(tool_wildcards())]
+    return tools + [{"name": name, "risk": "all"} for name in sorted(toolset.tool_wildcards())]

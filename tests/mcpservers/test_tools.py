@@ -16,7 +16,7 @@ from django.utils import timezone
 from agentweb.accounts.models import ApiToken
 from agentweb.mcpservers import source
 from agentweb.mcpservers.models import McpServer
-from agentweb.runs import actions, agents, engine
+from agentweb.runs import actions, agents, engine, toolset
 from agentweb.runs.models import AgentProfile, Approval, Run, RunEvent, ToolExecution
 from agentweb.runtime.testing import call
 from tests.mcpservers.conftest import faulty, with_tools
@@ -75,7 +75,7 @@ def test_profiles_allow_a_servers_tools_by_name_or_all_of_them(people: dict[str,
     AgentProfile.objects.filter(name="crm-agent").delete()
     assert _profile(client, ["crm__*", "get_order"]).status_code == 201
     profile = AgentProfile.objects.get(name="crm-agent")
-    assert agents.allowed_tools(profile) == ["crm__echo", "crm__wipe_all", "get_order"]
+    assert toolset.allowed_tools(profile) == ["crm__echo", "crm__wipe_all", "get_order"]
     AgentProfile.objects.filter(name="crm-agent").delete()
     for unknown in (["crm__nope"], ["other__*"], ["crm__"]):
         refused = _profile(client, unknown)
@@ -90,8 +90,8 @@ def test_a_profile_that_names_no_tools_gets_no_servers_tools(people: dict[str, A
     with_tools("crm", [ECHO])
     everything = AgentProfile.objects.get(name="ticket-assistant")
     assert everything.allowed_tools == []
-    assert "crm__echo" not in agents.allowed_tools(everything)
-    assert "get_order" in agents.allowed_tools(everything)
+    assert "crm__echo" not in toolset.allowed_tools(everything)
+    assert "get_order" in toolset.allowed_tools(everything)
 
 
 def test_the_profile_form_lists_the_servers_tools(people: dict[str, Any]) -> None:

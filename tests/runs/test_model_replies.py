@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from agentweb.runs import actions, agents, engine
+from agentweb.runs import actions, engine, wiring
 from agentweb.runs.models import Run, RunEvent
 from agentweb.runtime.loop import TRUNCATED_MARK
 from agentweb.runtime.testing import ScriptedModel
@@ -41,7 +41,7 @@ def test_a_huge_answer_is_stored_cut_and_the_run_succeeds(
 
 def test_the_default_cap_is_100000_characters(people, sample_registry) -> None:
     run = actions.do_create_run(user=people["operator"], task="x")
-    assert agents.build_agent(run).config.max_reply_chars == 100_000
+    assert wiring.build_agent(run).config.max_reply_chars == 100_000
 
 
 def test_empty_replies_stop_the_run_after_three(

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from agentweb.runs import actions, agents, engine
+from agentweb.runs import actions, agents, engine, toolset
 from agentweb.runs.models import Run, RunEvent, RunImage
 from agentweb.runtime.images import image_size
 from agentweb.runtime.openai import OpenAIChatModel
@@ -249,7 +249,7 @@ def test_the_ops_assistant_profile_is_seeded_with_workbench_and_ticket_tools(
     from agentweb.runs.models import AgentProfile
 
     profile = AgentProfile.objects.get(name="ops-assistant")
-    allowed = agents.allowed_tools(profile)
+    allowed = toolset.allowed_tools(profile)
     assert {"run_python", "browse", "http_get", "read_file", "write_file", "list_files"} <= set(
         allowed
     )

@@ -5,7 +5,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agentweb.runs import actions
+from agentweb.runs import actions, engine
 from agentweb.runs.event_text import text_of
 from agentweb.runs.models import Run, RunEvent
 
@@ -57,9 +57,7 @@ class Command(BaseCommand):
         if not opts["json"]:
             self.stderr.write(f"run {run.pk} started ({run.agent.name}, model {run.model})")
         if opts["inline"]:
-            from agentweb.runs.engine import execute_run
-
-            execute_run(run.pk)
+            engine.execute_run(run.pk)
         seq, deadline = 0, time.monotonic() + opts["timeout"]
         while True:
             for event in RunEvent.objects.filter(run=run, seq__gt=seq).order_by("seq"):

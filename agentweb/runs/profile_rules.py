@@ -1,0 +1,104 @@
+"""The checks an agent profile's values must pass that need more than the values: the
+loaded tools, the environment (model keys, validator modules), the installation's rules
+for approval policies. ``AgentProfile.clean()`` calls them, so the admin, the /agents/
+form, the API and ``agents import`` all run the same ones; ``FIELDS`` are a profile's
+fields in JSON, in the order shown.
+
+A leaf above the tool set: the models import it, it imports no model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.conf import settings
+
+from agentweb.runs import agents, toolset
+from agentweb.runtime.approvals import Threshold, parse_policy
+
+#: Fields of a profile in JSON, in the order shown; only name and system_prompt required
+#: (their types and defaults: ``api_input.ProfileFields``).
+FIELDS = (
+    "name",
+    "description",
+    "system_prompt",
+    "model",
+    "allowed_tools",
+    "tool_selection",
+    "validator",
+    "approval_policies",
+    "risk_overrides",
+    "max_iterations",
+    "context_budget_tokens",
+    "delegates",
+    "vision",
+)
+MAX_TOP_N = 100
+
+
+def profile_errors(profile: Any) -> dict[str, str]:
+    """What is wrong with ``profile``'s values, by field (checks that need the loaded
+    tools, the environment or the other profiles; ``clean()`` adds the shape checks)."""
+    errors: dict[str, str] = {}
+    loaded = set(toolset.registry().names())
+    builtin = set(toolset.BUILTIN_RISK)  # offered by agentweb itself, never in a module
+    for field in ("allowed_tools", "risk_overrides", "approval_policies"):
+        names = getattr(profile, field)
+        known = loaded | builtin
+        if field == "allowed_tools":  # every tool of one MCP server: "<server>__*"
+            known = known | toolset.tool_wildcards()
+        if isinstance(names, list | dict):
+            unknown = sorted(str(n) for n in names if n not in known)
+            if unknown:
+                errors[field] = (
+                    f"unknown tools: {', '.join(unknown)} "
+                    f"(loaded: {', '.join(sorted(loaded)) or 'none'})"
+                )
+    selection = str(profile.tool_selection or "").strip()
+    if selection != "all" and not (selection.isdigit() and 1 <= int(selection) <= MAX_TOP_N):
+        errors["tool_selection"] = f'"all" or a whole number from 1 to {MAX_TOP_N}'
+    if profile.validator:
+        problem = agents.validator_problem(profile.validator)
+        if problem:
+            errors["validator"] = problem
+    if profile.model:
+        problem = agents.model_problem(profile.model)
+        if problem:
+            errors["model"] = problem
+    if profile.max_iterations is not None and not 1 <= profile.max_iterations <= 200:
+        errors["max_iterations"] = "must be from 1 to 200"
+    if profile.context_budget_tokens is not None and profile.context_budget_tokens < 1000:
+        errors["context_budget_tokens"] = "must be at least 1000"
+    return errors
+
+
+def policy_errors(policies: Any, risk_of: Callable[[str], str] | None = None) -> str | None:
+    """Why ``policies`` (a profile's ``approval_policies``) cannot be stored, or None.
+
+    ``"never"`` for a high-risk tool needs ``AGENTWEB_ALLOW_UNAPPROVED_HIGH_RISK=1``: a
+    person's approval is what makes those tools safe to offer. ``risk_of(tool)`` says how
+    risky a tool is (default: ``toolset.risk_of`` without a profile's overrides)."""
+    example = (
+        'an object of tool: "always" | "never" | "default" | '
+        '{"argument": "amount", "at_least": 20, "sum_per": "order_id"}'
+    )
+    if not isinstance(policies, dict):
+        return example
+    for name, rule in policies.items():
+        try:
+            parsed = parse_policy(rule)
+        except ValueError as exc:
+            return f"{name}: {exc}; expected {example}"
+        if isinstance(parsed, Threshold):
+            for key in (parsed.argument, parsed.sum_per):
+                if key is not None and (not key.isidentifier() or "__" in key):
+                    return f"{name}: {key!r} is not an argument name"
+        if parsed == "never" and not settings.AGENTWEB_ALLOW_UNAPPROVED_HIGH_RISK:
+            risk = risk_of(name) if risk_of is not None else toolset.risk_of(name)
+            if risk == "high":
+                return (
+                    f'{name} is a high-risk tool: "never" (no approval) is refused unless '
+                    "the installation sets AGENTWEB_ALLOW_UNAPPROVED_HIGH_RISK=1"
+                )
+    return None
