@@ -240,8 +240,6 @@ def _profile(name: str) -> Any:
 @api_view(("GET", "POST"))
 def agent_profiles(request: HttpRequest) -> HttpResponse:
     """GET: every profile (anyone signed in); POST: create one (admins)."""
-    from agentweb.runs import profiles
-
     if request.method == "GET":
         found = AgentProfile.objects.order_by("name")
         return JsonResponse({"agents": [profiles.profile_json(p) for p in found]})
