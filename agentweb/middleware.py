@@ -185,6 +185,11 @@ def refuse(request: HttpRequest, status: int, code: str, message: str) -> HttpRe
     return HttpResponse(html, status=status)
 
 
+def no_role_page(request: HttpRequest) -> HttpResponse:
+    """The one page a signed-in user without a role sees, wherever they go (403)."""
+    return HttpResponse(render_to_string("errors/no_role.html", request=request), status=403)
+
+
 def exception_response(request: HttpRequest, exc: Exception) -> HttpResponse | None:
     """The answer to an exception that is not a bug of ours, or None (then it is a 500)."""
     if isinstance(exc, BadInput):
@@ -284,9 +289,10 @@ class EdgeMiddleware:
 
 class RoleRequiredMiddleware:
     """No role, no data: a signed-in user in none of the roles (operator, approver, admin)
-    gets 403 on every page and API call except logging in and out and their account."""
+    gets 403 on every page and API call except logging in and out: on a page, one page
+    that says to ask an administrator for a role (no API tokens either)."""
 
-    EXEMPT = ("/accounts/", "/account/", "/healthz", "/static/", "/admin/", "/metrics", "/hooks/")
+    EXEMPT = ("/accounts/", "/healthz", "/static/", "/admin/", "/metrics", "/hooks/")
 
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
@@ -299,6 +305,8 @@ class RoleRequiredMiddleware:
             and not request.path_info.startswith(self.EXEMPT)
             and not user.has_perm("runs.view_run")
         ):
+            if not is_api(request):
+                return no_role_page(request)
             return refuse(
                 request,
                 403,

@@ -58,6 +58,7 @@ class OidcIdentity(models.Model):
             models.UniqueConstraint(fields=["issuer", "subject"], name="oidc_identity_unique")
         ]
         verbose_name = "company sign-in identity"
+        verbose_name_plural = "company sign-in identities"
 
     def __str__(self) -> str:
         return f"{self.subject} at {self.issuer}"

@@ -112,6 +112,21 @@ def logging_config(fmt: str, level: str) -> dict[str, Any]:
         # The real stderr: Celery may later replace sys.stdout/sys.stderr with proxies
         # that log what is printed, and those lines must come back here as JSON too.
         handler["stream"] = "ext://sys.__stderr__"
+    loggers: dict[str, Any] = {
+        # Django's defaults give these handlers of their own (plain text, and twice
+        # under DEBUG); here everything goes through the one handler of the root.
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
+        "django.server": {"handlers": [], "level": "INFO", "propagate": True},
+        "httpx": {"level": "WARNING"},
+        "daphne": {"level": "WARNING"},
+        "agentweb.access": {"level": "INFO"},
+    }
+    if logging.getLevelName(level.upper()) in (logging.WARNING, logging.ERROR, logging.CRITICAL):
+        # A quiet console (make run's default) says what went wrong with us, not every
+        # 404 or 403 a visitor met (Django logs those as WARNING); 5xx stay (ERROR). A
+        # refused Host header still warns: it is the sign of a wrong ALLOWED_HOSTS.
+        loggers["django.request"] = {"level": "ERROR"}
+        loggers["django.security.csrf"] = {"level": "ERROR"}
     return {
         "version": 1,
         "disable_existing_loggers": False,
@@ -122,15 +137,7 @@ def logging_config(fmt: str, level: str) -> dict[str, Any]:
         },
         "handlers": {"console": handler},
         "root": {"handlers": ["console"], "level": level},
-        "loggers": {
-            # Django's defaults give these handlers of their own (plain text, and twice
-            # under DEBUG); here everything goes through the one handler of the root.
-            "django": {"handlers": [], "level": "INFO", "propagate": True},
-            "django.server": {"handlers": [], "level": "INFO", "propagate": True},
-            "httpx": {"level": "WARNING"},
-            "daphne": {"level": "WARNING"},
-            "agentweb.access": {"level": "INFO"},
-        },
+        "loggers": loggers,
     }
 
 

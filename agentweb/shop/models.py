@@ -271,6 +271,7 @@ class KBArticle(models.Model):
     class Meta:
         ordering = ["slug"]
         indexes = [GinIndex(kb_search_vector(), name="shop_kb_fts_gin")]
+        verbose_name = "knowledge base article"
 
     def __str__(self) -> str:
         return self.title

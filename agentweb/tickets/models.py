@@ -205,6 +205,7 @@ class WebhookDelivery(models.Model):
 
     class Meta:
         ordering = ["-received_at", "-id"]
+        verbose_name_plural = "webhook deliveries"
         constraints = [
             models.UniqueConstraint(
                 fields=["source", "delivery_id"], name="tickets_delivery_id_unique"

@@ -28,6 +28,8 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
         ),
         "nav_pending": pending_count(user),
         "nav_is_admin": user.has_perm("runs.change_agentprofile"),
+        # Without a role no section opens: the menu shows none of them.
+        "nav_has_role": user.has_perm("runs.view_run"),
         "nav_can_decide": user.has_perm("runs.decide_approval"),
         "nav_roles": ", ".join(g.name for g in user.groups.all()) or "no role",
     }

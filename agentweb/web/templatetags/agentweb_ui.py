@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from datetime import datetime
 from typing import Any
 
@@ -129,6 +130,24 @@ def until(value: datetime | None) -> str:
 
 
 @register.filter
+def in_words(value: Any) -> str:
+    """A duration (timedelta or seconds) as people say it: "15 minutes", "1 hour 30
+    minutes", "2 days"; never an ISO 8601 "PT15M"."""
+    try:
+        total = int(value.total_seconds() if hasattr(value, "total_seconds") else float(value))
+    except (TypeError, ValueError, OverflowError):
+        return ""
+    if total <= 0:
+        return "a moment"
+    parts = []
+    for size, unit in ((86400, "day"), (3600, "hour"), (60, "minute"), (1, "second")):
+        n, total = divmod(total, size)
+        if n:
+            parts.append(f"{n} {unit}{'' if n == 1 else 's'}")
+    return " ".join(parts[:2])
+
+
+@register.filter
 def get(mapping: Any, key: Any) -> Any:
     try:
         return mapping.get(key)
@@ -155,6 +174,13 @@ def fields(value: Any) -> list[tuple[str, str]] | None:
     if not isinstance(value, dict):
         return None
     return [(str(k), v if isinstance(v, str) else _pretty(v)) for k, v in value.items()]
+
+
+@register.filter
+def break_points(value: Any) -> list[str]:
+    """A dotted path or model string in pieces a line may break after (the template puts
+    a ``<wbr>`` between them): ``agentweb.`` ``shop.`` ``validators.`` ``claims_validator``."""
+    return re.findall(r"[^.:/]*[.:/]|[^.:/]+$", str(value or "")) or [""]
 
 
 @register.filter
