@@ -211,3 +211,27 @@ def test_a_faulty_call_fails_with_words_and_the_run_goes_on(
         "temperature": 21.5,
         "conditions": ["sunny", "dry"],
     }
+
+
+def test_a_servers_image_is_stored_with_the_run_and_shown_in_its_timeline(
+    people, scripted, enqueued, mcp_profile
+) -> None:
+    scripted.enqueue(call("faulty__picture"), "A red picture.")
+    run = actions.do_create_run(user=people["operator"], task="show me")
+    assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
+    finished = RunEvent.objects.get(run=run, type="tool_call_finished").data
+    assert finished["result"] == "a red picture"
+    [image] = finished["images"]
+    assert image["media_type"] == "image/png" and (image["width"], image["height"]) == (3, 2)
+    client = Client()
+    client.force_login(people["operator"])
+    got = client.get(image["url"])
+    assert got.status_code == 200 and got["Content-Type"] == "image/png"
+    assert b"".join(got.streaming_content if got.streaming else [got.content]).startswith(
+        b"\x89PNG"
+    )
+    page = client.get(f"/runs/{run.pk}/").content.decode()
+    assert f'src="{image["url"]}"' in page
+    # The model saw the image as an image part, after the tool's text.
+    second = scripted.requests[1].messages
+    assert any(getattr(m, "attachments", None) for m in second)
