@@ -6,11 +6,13 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from agentweb.runs.errors import ActionError
+from agentweb.runs.models import AgentProfile
 from agentweb.tickets import actions, models
 
 
@@ -89,3 +91,31 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class IntakeRuleForm(forms.ModelForm):
+    class Meta:
+        model = models.IntakeRule
+        fields = ("queue", "tag", "agent", "mode", "enabled", "position")
+
+    def clean_agent(self) -> str:
+        name = (self.cleaned_data.get("agent") or "").strip()
+        if not AgentProfile.objects.filter(name=name).exists():
+            known = ", ".join(AgentProfile.objects.values_list("name", flat=True)) or "none"
+            raise forms.ValidationError(f"no agent profile {name!r}; known: {known}")
+        return name
+
+
+@admin.register(models.IntakeRule)
+class IntakeRuleAdmin(admin.ModelAdmin):
+    form = IntakeRuleForm
+    list_display = ("position", "mode", "agent", "queue", "tag", "enabled")
+    list_display_links = ("agent",)
+    list_editable = ("position", "enabled")
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> Any:
+        configured = settings.AGENTWEB_INTAKE_RULES
+        if configured:
+            listed = "; ".join(str(rule.as_json()) for rule in configured)
+            messages.info(request, f"AGENTWEB_INTAKE_RULES apply before these: {listed}")
+        return super().changelist_view(request, extra_context)

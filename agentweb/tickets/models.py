@@ -262,3 +262,27 @@ class ImportedMail(models.Model):
 
     def __str__(self) -> str:
         return f"{self.uidvalidity}:{self.uid} {self.message_id}"
+
+
+class IntakeRule(models.Model):
+    """A rule that starts runs (``auto``) or offers a start button (``suggest``) for tickets
+    of a queue and/or with a tag; rules of ``AGENTWEB_INTAKE_RULES`` come first."""
+
+    class Mode(models.TextChoices):
+        AUTO = "auto", "Start a run when a ticket arrives or the customer writes again"
+        SUGGEST = "suggest", "Offer a start button on the ticket"
+
+    queue = models.CharField(max_length=MAX_QUEUE, blank=True, help_text="Empty: any queue")
+    tag = models.CharField(max_length=MAX_TAG, blank=True, help_text="Empty: any tags")
+    agent = models.CharField(max_length=100, help_text="The agent profile's name")
+    mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.SUGGEST)
+    enabled = models.BooleanField(default=True)
+    position = models.PositiveIntegerField(default=0, help_text="Lower first")
+
+    class Meta:
+        ordering = ["position", "id"]
+
+    def __str__(self) -> str:
+        where = [f"queue={self.queue}"] if self.queue else []
+        where += [f"tag={self.tag}"] if self.tag else []
+        return f"{self.mode} {self.agent} ({' '.join(where) or 'every ticket'})"
