@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('tickets', '0004_mailbox'),
+        ('tickets', '0005_admin_names'),
     ]
 
     operations = [
