@@ -32,8 +32,8 @@ if logs.json_enabled():
     )
 
 # Recovery is ours, not the broker's: leases that expired are re-enqueued every two
-# seconds (and by each worker as it starts), and approvals past their expiry are closed
-# as rejected.
+# seconds (and by each worker as it starts: agentweb.runs.tasks), and approvals past their
+# expiry are closed as rejected. This module names tasks only; it imports no domain code.
 app.conf.beat_schedule = {
     "requeue-stale-runs": {
         "task": "agentweb.runs.tasks.requeue_stale_runs",
@@ -59,8 +59,9 @@ app.conf.beat_schedule = {
         "task": "agentweb.runs.tasks.expire_approvals",
         "schedule": timedelta(seconds=5),
     },
-    "clean-workspaces": {
-        "task": "agentweb.runs.tasks.clean_workspaces",
+    # The tool modules' clean-ups (the workbench's old workspaces).
+    "housekeeping": {
+        "task": "agentweb.runs.tasks.housekeeping",
         "schedule": timedelta(hours=1),
     },
 }
@@ -76,22 +77,3 @@ def broker_queue_length() -> int | None:
             return int(declared.message_count)
     except Exception:  # no queue yet (a Redis restarted empty), or the broker is away
         return None
-
-
-@signals.worker_ready.connect
-def _sweep_on_start(**_: object) -> None:
-    """A worker that starts (often one that replaces a killed one) re-enqueues the runs
-    whose lease expired at once instead of at beat's next tick."""
-    import logging
-
-    from django.db import connections
-
-    from agentweb.runs import actions
-
-    try:
-        actions.do_requeue_stale_runs()
-    except Exception:  # the database is away: beat's sweep catches up
-        logging.getLogger(__name__).warning("start-up sweep failed", exc_info=True)
-    finally:
-        # This thread runs no task that would close it: it would stay open all along.
-        connections.close_all()

@@ -21,10 +21,14 @@ import threading
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from django.conf import settings
+
+from agentweb.env import redis_urls
+
 if TYPE_CHECKING:
     import redis
 
-    from agentweb.observability.steps import StoredStep
+    from agentweb.runs.hooks import StoredStep
 
 log = logging.getLogger(__name__)
 
@@ -137,10 +141,7 @@ def _redis() -> redis.Redis:
     global _client
     with _client_lock:
         if _client is None:
-            import redis as redis_lib
-            from django.conf import settings
-
-            from agentweb.env import redis_urls
+            import redis as redis_lib  # here: redis imports OpenTelemetry's API
 
             url = redis_urls(settings.REDIS_URL)[1]
             _client = redis_lib.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5)
@@ -148,8 +149,6 @@ def _redis() -> redis.Redis:
 
 
 def redis_key() -> str:
-    from django.conf import settings
-
     return f"agentweb:metrics:{settings.CELERY_TASK_DEFAULT_QUEUE}"
 
 
@@ -292,29 +291,12 @@ def _bound(value: float) -> str:
     return repr(float(value))
 
 
-def database_gauges() -> dict[str, Any]:
-    """Two small indexed counts (status is the leading column of both indexes)."""
-    from django.db.models import Count
-
-    from agentweb.runs.models import Approval, Run
-
-    pending = Approval.objects.filter(status=Approval.Status.PENDING).count()
-    rows = (
-        Run.objects.filter(status__in=Run.ACTIVE)
-        .order_by()
-        .values_list("status")
-        .annotate(n=Count("id"))
-    )
-    active = {str(status): 0 for status in Run.ACTIVE}
-    active.update({str(status): int(n) for status, n in rows})
-    return {"approvals_pending": pending, "runs_active": active}
-
-
-def exposition() -> bytes:
-    """The Prometheus text format of everything above."""
+def exposition(gauges: Mapping[str, Any]) -> bytes:
+    """The Prometheus text format of everything above; ``gauges``: the scrape's counts
+    from PostgreSQL (``views.database_gauges``)."""
     from prometheus_client import CollectorRegistry, generate_latest
 
     stored = _redis().hgetall(redis_key())
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(Collector(stored, database_gauges()))  # type: ignore[arg-type]
+    registry.register(Collector(stored, gauges))  # type: ignore[arg-type]
     return bytes(generate_latest(registry))

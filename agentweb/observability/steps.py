@@ -1,127 +1,30 @@
-"""What a stored batch of events tells traces and metrics, captured when it is stored.
+"""What a stored batch of events tells traces and metrics.
 
-``events_stored`` is called by ``actions.append_events`` inside the transaction that
-stores the events; the spans and counters are produced after that transaction commits
-(a rolled-back step leaves no trace), in whichever process stored the events: the worker
-for steps, the web process for a decision or a cancel, beat for an expiry.
+``record`` is a step hook (``agentweb.runs.hooks.on_step_stored``; the runs app registers
+it as it starts): the store hands it each batch of a run's events, with the facts about
+the run at that moment, after the transaction that stored them commits (a rolled-back
+step leaves no trace), in whichever process stored them: the worker for steps, the web
+process for a decision or a cancel, beat for an expiry. Nothing here reads the database.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-import threading
-import time
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import TYPE_CHECKING, Any
-
-from django.db import transaction
 
 from agentweb.observability import metrics, tracing
-
-if TYPE_CHECKING:
-    from agentweb.runs.models import Run, RunEvent
+from agentweb.runs.hooks import FINAL_EVENTS, StoredStep
 
 log = logging.getLogger(__name__)
 
-FINAL_EVENTS = {"run_finished": "succeeded", "run_failed": "failed", "run_cancelled": "cancelled"}
+#: The event types spans and metrics are made of.
 INTERESTING = {"model_called", "tool_call_started", "tool_call_finished", "approval_decided"}
 INTERESTING |= set(FINAL_EVENTS) | {"run_started"}
 
 
-@dataclass
-class StoredStep:
-    """One ``append_events`` batch and the facts about its run at that moment."""
-
-    run_id: int
-    agent_id: int
-    agent_name: str | None
-    model: str
-    trace_id: str
-    span_id: str
-    parent_span_id: str
-    started_at: datetime | None
-    created_at: datetime
-    usage: dict[str, Any]
-    failure_reason: str
-    events: list[tuple[str, dict[str, Any]]]
-    stored_ns: int = field(default_factory=time.time_ns)  # when the step ended
-    state: Any = None  # the loop state after the step (only kept for content capture)
-    _approvals: dict[str, tuple[datetime, datetime | None]] | None = None
-
-    def agent(self) -> str:
-        if self.agent_name is None:
-            from agentweb.runs.models import AgentProfile
-
-            name = AgentProfile.objects.filter(pk=self.agent_id).values_list("name", flat=True)
-            self.agent_name = str(name.first() or "")
-        return self.agent_name
-
-    def approval_times(self) -> dict[str, tuple[datetime, datetime | None]]:
-        """(requested_at, decided_at) of the approvals this batch decided, by call id."""
-        calls = [d.get("call_id") for kind, d in self.events if kind == "approval_decided"]
-        if not calls:
-            return {}
-        if self._approvals is None:
-            from agentweb.runs.models import Approval
-
-            rows = Approval.objects.filter(run_id=self.run_id, call_id__in=calls)
-            self._approvals = {
-                call_id: (requested, decided)
-                for call_id, requested, decided in rows.values_list(
-                    "call_id", "requested_at", "decided_at"
-                )
-            }
-        return self._approvals
-
-    @property
-    def final_status(self) -> str | None:
-        for kind, _ in self.events:
-            if kind in FINAL_EVENTS:
-                return FINAL_EVENTS[kind]
-        return None
-
-
-_step_end = threading.local()
-
-
-def step_finished() -> None:
-    """The engine calls this when the runtime returns a step: the moment its spans end
-    at (persisting the step takes a few milliseconds more)."""
-    _step_end.ns = time.time_ns()
-
-
-def events_stored(run: Run, rows: Iterable[RunEvent]) -> None:
-    ended = getattr(_step_end, "ns", None)
-    _step_end.ns = None
-    events = [(row.type, row.data) for row in rows if row.type in INTERESTING]
-    if not events:
-        return
-    from agentweb.runs.models import Run as RunModel
-
-    agent = run.agent if RunModel.agent.is_cached(run) else None
-    step = StoredStep(
-        run_id=run.pk,
-        agent_id=run.agent_id,
-        agent_name=agent.name if agent is not None else None,
-        model=run.model,
-        trace_id=run.trace_id,
-        span_id=run.trace_span_id,
-        parent_span_id=run.trace_parent_span_id,
-        started_at=run.started_at,
-        created_at=run.created_at,
-        usage=dict(run.usage or {}),
-        failure_reason=run.failure_reason,
-        events=events,
-        state=run.state if tracing.capture_content() else None,
-    )
-    if ended is not None:
-        step.stored_ns = ended
-    transaction.on_commit(lambda: _after_commit(step))
-
-
-def _after_commit(step: StoredStep) -> None:
+def record(step: StoredStep) -> None:
+    """Count the step's metrics and export its spans (when tracing is on)."""
+    step = dataclasses.replace(step, events=[e for e in step.events if e[0] in INTERESTING])
     try:
         metrics.record(step)
     except Exception:  # metrics never break a run

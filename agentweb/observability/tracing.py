@@ -37,12 +37,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agentweb.observability.ids import tool_span_id
+from agentweb.observability.logs import process_kind
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
     from opentelemetry.trace import Tracer
 
-    from agentweb.observability.steps import StoredStep
+    from agentweb.runs.hooks import StoredStep
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +98,6 @@ def _make_provider(processor: SpanProcessor | None = None) -> TracerProvider:
     from opentelemetry.sdk.resources import SERVICE_NAME, Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
-
-    from agentweb.observability.logs import process_kind
 
     class StoredIds(RandomIdGenerator):
         """Random ids, except for the root span of a run, whose ids were stored."""

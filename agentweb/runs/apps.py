@@ -6,7 +6,8 @@ from django.core.exceptions import ImproperlyConfigured
 # there go to our broker. Not in agentweb/__init__: the runtime must stay Django-free.
 import agentweb.celery  # noqa: F401
 from agentweb.dbpool import tidy_tool_thread
-from agentweb.runs import agents, toolset
+from agentweb.observability import steps as observe
+from agentweb.runs import agents, hooks, toolset
 from agentweb.runtime.execution import around_tool_calls
 from agentweb.runtime.gateway import ConfigError
 
@@ -18,6 +19,8 @@ class RunsConfig(AppConfig):
 
     def ready(self) -> None:
         around_tool_calls(before=tidy_tool_thread, after=tidy_tool_thread)
+        # Spans and metrics are made of the stored steps, after commit.
+        hooks.on_step_stored(observe.record, observe.INTERESTING)
         check_agent_configuration()
 
 

@@ -24,7 +24,6 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from agentweb import dbpool
-from agentweb.observability import steps as observe
 from agentweb.runs import delegation, lifecycle, publish, store
 from agentweb.runs.faults import crash_point
 from agentweb.runs.journal import DbJournal
@@ -220,7 +219,7 @@ def _drive(run_id: int, owner: str, held: _Held) -> str:
         deltas = _DeltaPublisher(run.pk) if agent.config.stream else None
         dbpool.give_back()  # the step waits on the model or on tool calls
         step = agent.step(state, on_delta=deltas, tool_context=context, cancel=held.cancel.is_set)
-        observe.step_finished()  # the end of the step's spans
+        ended_ns = time.time_ns()  # the end of the step's spans
         outcome = step.outcome
         stored = [e.to_json() for e in step.events]
         calls = [
@@ -231,7 +230,7 @@ def _drive(run_id: int, owner: str, held: _Held) -> str:
         ]
         if any(e["type"] == "model_called" for e in stored):
             crash_point("reply_received", calls)
-        status = _persist(run, owner, state, stored, outcome, journal)
+        status = _persist(run, owner, state, stored, outcome, journal, step_ended_ns=ended_ns)
         if calls:
             crash_point("reply_stored", calls)
         if outcome is not None:
@@ -338,6 +337,7 @@ def _persist(
     events: Iterable[dict[str, Any]],
     outcome: Any,
     journal: DbJournal,
+    step_ended_ns: int | None = None,
 ) -> str:
     """Store one step: events, loop state, usage and the outcome, if ours still."""
     events = list(events)
@@ -364,7 +364,8 @@ def _persist(
             _set(run, update)
             # The step's own events (a model reply that came in) are kept; the run's
             # cancellation is told once, by the life cycle as it closes the run.
-            store.append_events(run, [e for e in events if e["type"] != "run_cancelled"])
+            kept = [e for e in events if e["type"] != "run_cancelled"]
+            store.append_events(run, kept, step_ended_ns=step_ended_ns)
             Run.objects.filter(pk=run.pk).update(**update)
             lifecycle.finish_cancelled(run, by="request")
         else:
@@ -372,7 +373,9 @@ def _persist(
             _set(run, update)
             # A step that leaves the run running does not tell the lists its status again.
             changed = run.status != Run.Status.RUNNING
-            store.append_events(run, events, save_seq=False, status_changed=changed)
+            store.append_events(
+                run, events, save_seq=False, status_changed=changed, step_ended_ns=step_ended_ns
+            )
             Run.objects.filter(pk=run.pk).update(last_seq=run.last_seq, **update)
             if run.status in Run.FINAL:
                 lifecycle.ended(run)

@@ -1,23 +1,26 @@
 """A run's history as it is written: its events, with the run's next seqs, and audit lines.
 
-Events are stored in the caller's transaction, which holds the run's row lock, and told
-after it commits: to the run's page and the run lists (``publish``), to the pages of the
-runs whose tree shows the run, and to observability (spans and metrics).
+Events are stored in the caller's transaction, which holds the run's row lock. Hooks of
+other apps see each batch in that transaction (``on_events_stored``: what they write
+commits with the events). After commit it is told to the run's page and the run lists
+(``publish``), to the pages of the runs whose tree shows the run, and, as a
+``hooks.StoredStep``, to the step hooks (observability's spans and metrics).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.serializers.json import DjangoJSONEncoder
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
-from agentweb.observability.steps import events_stored as observe_stored
-from agentweb.runs import publish
-from agentweb.runs.models import AuditEntry, Run, RunEvent
+from agentweb.runs import hooks, publish
+from agentweb.runs.models import AgentProfile, Approval, AuditEntry, Run, RunEvent
 
 #: ``hook(run, rows)`` for every batch of stored events, in the transaction that stores
 #: them (so what a hook writes commits with the events): ``on_events_stored``.
@@ -38,11 +41,14 @@ def append_events(
     *,
     save_seq: bool = True,
     status_changed: bool = True,
+    step_ended_ns: int | None = None,
 ) -> list[RunEvent]:
     """Store events with the next seqs of ``run``. Call inside a transaction that holds
     the run's row lock (``select_for_update``), so seqs never collide. Publishes on commit
     (the run's status to the run lists too, unless ``status_changed`` is False).
-    With ``save_seq=False`` the caller writes ``run.last_seq`` in its own UPDATE."""
+    With ``save_seq=False`` the caller writes ``run.last_seq`` in its own UPDATE.
+    ``step_ended_ns``: when the runtime returned the step these events are of (its
+    spans end there; default: now)."""
     rows = []
     seq = run.last_seq
     for event in events:
@@ -55,12 +61,59 @@ def append_events(
     if save_seq:
         Run.objects.filter(pk=run.pk).update(last_seq=seq)
     publish.run_changed_on_commit(run.pk, seq, run.status if status_changed else None)
-    observe_stored(run, rows)  # spans and metrics, after commit
     for hook in _stored_hooks:
         hook(run, rows)
+    if hooks.wants(r.type for r in rows):  # spans and metrics, after commit
+        step = _stored_step(run, rows, step_ended_ns)
+        transaction.on_commit(functools.partial(hooks.step_stored, step))
     if run.parent_id is not None or any(r.type.startswith("subtask_") for r in rows):
         publish.tree_changed_on_commit(run.pk, run.parent_id, run.root_id, (r.type for r in rows))
     return rows
+
+
+def _stored_step(run: Run, rows: list[RunEvent], ended_ns: int | None) -> hooks.StoredStep:
+    agent = run.agent if Run.agent.is_cached(run) else None
+    step = hooks.StoredStep(
+        run_id=run.pk,
+        agent_id=run.agent_id,
+        agent_name=agent.name if agent is not None else None,
+        model=run.model,
+        trace_id=run.trace_id,
+        span_id=run.trace_span_id,
+        parent_span_id=run.trace_parent_span_id,
+        started_at=run.started_at,
+        created_at=run.created_at,
+        usage=dict(run.usage or {}),
+        failure_reason=run.failure_reason,
+        events=[(row.type, row.data) for row in rows],
+        state=run.state,
+        facts=_FACTS,
+    )
+    if ended_ns is not None:
+        step.stored_ns = ended_ns
+    return step
+
+
+class _Facts:
+    """What a step's reader may ask after commit, read then (``hooks.StepFacts``)."""
+
+    def agent_name(self, agent_id: int) -> str:
+        name = AgentProfile.objects.filter(pk=agent_id).values_list("name", flat=True)
+        return str(name.first() or "")
+
+    def approval_times(
+        self, run_id: int, call_ids: list[str]
+    ) -> dict[str, tuple[datetime, datetime | None]]:
+        rows = Approval.objects.filter(run_id=run_id, call_id__in=call_ids)
+        return {
+            call_id: (requested, decided)
+            for call_id, requested, decided in rows.values_list(
+                "call_id", "requested_at", "decided_at"
+            )
+        }
+
+
+_FACTS = _Facts()
 
 
 def _insert_events(rows: list[RunEvent]) -> None:

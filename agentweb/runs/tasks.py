@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import logging
 
-from celery import shared_task
-from django.conf import settings
+from celery import shared_task, signals
+from django.db import connections
 
 from agentweb import celery as celery_app
 from agentweb.observability.logs import run_scope
-from agentweb.runs import actions, engine, lifecycle
+from agentweb.runs import actions, engine, hooks, lifecycle
 from agentweb.runs.models import Run
 
 log = logging.getLogger(__name__)
@@ -44,8 +44,23 @@ def expire_approvals() -> int:
 
 
 @shared_task(ignore_result=True)
-def clean_workspaces() -> int:
-    """Delete run workspaces (tools.workbench) unused for AGENTWEB_WORKSPACE_RETENTION_DAYS."""
-    from tools.workbench import workspace
+def housekeeping() -> int:
+    """The clean-ups tool modules registered (``hooks.on_housekeeping``: the workbench
+    deletes workspaces unused for AGENTWEB_WORKSPACE_RETENTION_DAYS); how much they removed."""
+    done = hooks.housekeeping()
+    if done:
+        log.info("housekeeping: %s", done, extra={"removed": done})
+    return sum(done.values())
 
-    return len(workspace.cleanup(settings.AGENTWEB_WORKSPACE_RETENTION_DAYS))
+
+@signals.worker_ready.connect
+def _sweep_on_start(**_: object) -> None:
+    """A worker that starts (often one that replaces a killed one) re-enqueues the runs
+    whose lease expired at once instead of at beat's next tick."""
+    try:
+        actions.do_requeue_stale_runs()
+    except Exception:  # the database is away: beat's sweep catches up
+        log.warning("start-up sweep failed", exc_info=True)
+    finally:
+        # This thread runs no task that would close it: it would stay open all along.
+        connections.close_all()

@@ -60,7 +60,8 @@ def main() -> int:
     from django.core.management import call_command
     from django.utils import timezone
 
-    from agentweb.observability import metrics, steps, tracing
+    from agentweb.observability import metrics, tracing, views
+    from agentweb.runs import hooks
     from agentweb.runs.models import AgentProfile, Approval, Run
 
     call_command("migrate", "--noinput", verbosity=0)
@@ -123,10 +124,10 @@ def main() -> int:
             _buffer_add(metrics, counts)
     assert metrics.flush()
     fields = metrics._redis().hlen(metrics.redis_key())
-    body = metrics.exposition()
+    body = metrics.exposition(views.database_gauges())
     series = sum(1 for line in body.decode().splitlines() if line and not line.startswith("#"))
-    ms = timed(metrics.exposition, args.scrapes)
-    gauges = timed(metrics.database_gauges, args.scrapes)
+    ms = timed(lambda: metrics.exposition(views.database_gauges()), args.scrapes)
+    gauges = timed(views.database_gauges, args.scrapes)
     print(
         f"/metrics scrape with {args.runs} runs, {fields} Redis fields, {series} samples: "
         f"p50 {statistics.median(ms):.1f} ms, p95 {pct(ms, 95):.1f} ms "
@@ -135,7 +136,7 @@ def main() -> int:
     metrics._redis().delete(metrics.redis_key())
 
     # Part 2: per stored step (a model call and two tool calls).
-    step = steps.StoredStep(
+    step = hooks.StoredStep(
         run_id=1,
         agent_id=agent.pk,
         agent_name=agent.name,

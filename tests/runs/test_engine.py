@@ -431,7 +431,7 @@ def in_a_thread(work: Any) -> list[object]:
 
 def test_the_start_up_sweep_leaves_no_connection_open(transactional_db, enqueued) -> None:
     # A threads-pool worker runs no task in the thread the sweep runs in.
-    from agentweb.celery import _sweep_on_start
+    from agentweb.runs.tasks import _sweep_on_start
 
     assert in_a_thread(_sweep_on_start) == [None]
 

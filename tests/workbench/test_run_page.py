@@ -260,16 +260,18 @@ def test_the_ops_assistant_profile_is_seeded_with_workbench_and_ticket_tools(
     assert {risks[n] for n in ("list_files", "read_file", "http_get", "browse")} == {"low"}
 
 
-def test_beat_cleans_old_workspaces(settings: Any, data_dir: Path) -> None:
-    from agentweb.runs.tasks import clean_workspaces
+def test_beat_cleans_old_workspaces(monkeypatch: pytest.MonkeyPatch, data_dir: Path) -> None:
+    """The workbench registers its clean-up as a housekeeping hook; beat's task runs it."""
+    from agentweb.runs.tasks import housekeeping
     from tools.workbench import workspace
 
     old = workspace.workspace_path("9001")
+    recent = workspace.workspace_path("9002")
     past = 0.0
     os.utime(old, (past, past))
-    settings.AGENTWEB_WORKSPACE_RETENTION_DAYS = 30
-    assert clean_workspaces() == 1
-    assert not old.exists()
+    monkeypatch.setenv("AGENTWEB_WORKSPACE_RETENTION_DAYS", "30")
+    assert housekeeping() == 1
+    assert not old.exists() and recent.exists()
 
 
 @pytest.mark.browser
