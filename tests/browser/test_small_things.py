@@ -156,3 +156,23 @@ def test_the_lockout_page_says_its_time_in_words(
         page.screenshot(path=f"/tmp/shots/lockout-{width}.png", full_page=True)
     finally:
         context.close()  # the lockout's rows go with the test database's flush
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_the_readme_example_gets_a_right_answer(
+    login: Any, demo: dict[str, Any], width: int
+) -> None:
+    """ "Where is order A1001?" typed into the task form, as the README suggests."""
+    operator = login("operator", width=width)
+    page = operator.page
+    operator.goto("/tickets/")
+    page.locator("details.task-form > summary").click()
+    page.fill("#id_task", "Where is order A1001?")
+    page.locator("details.task-form").get_by_role("button").click()
+    page.wait_for_url(re.compile(r"/runs/\d+/$"))
+    page.wait_for_selector(".ev-approval_requested", timeout=60_000)
+    timeline = page.locator("#timeline").inner_text()
+    assert "Your order A1001 was delivered on 2026-11-20 by UPS" in timeline
+    assert "Adding or removing items" not in timeline
+    assert "search_kb" not in timeline and "escalate_to_carrier" not in timeline
+    operator.shot(f"readme-where-is-a1001-{width}")

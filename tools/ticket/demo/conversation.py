@@ -176,6 +176,14 @@ class Conversation:
         return ""
 
     @property
+    def question(self) -> str:
+        """The ticket's words, each once: its subject and body (a task of one line is
+        both, and is said once)."""
+        lines = [ln.strip() for ln in self.task.splitlines() if ln.strip()]
+        rest = " ".join(lines[1:])
+        return f"{self.subject} {rest}".strip() if rest else self.subject
+
+    @property
     def body(self) -> str:
         lines = [ln for ln in self.task.splitlines() if ln.strip()]
         return " ".join(lines[1:]) if len(lines) > 1 else self.task

@@ -67,6 +67,8 @@ def plan_delivery(c: Conversation, claimed_missing: bool) -> Plan:
     events = track.get("events") or []
     last_event = events[-1] if events else {}
     open_trace = next((e for e in track.get("escalations", []) if e["status"] == "open"), None)
+    if status == "delivered" and not claimed_missing:
+        return plan_delivered(c, order, track, last_event)
     if status == "delivered":
         return plan_delivered_missing(c, order, track, last_event, open_trace)
     if status == "exception":
@@ -145,6 +147,31 @@ def plan_late(
         "Trace opened. I'll tell the customer honestly that it's late and what we're doing.",
     )
     return plan or finish(c, f"Order {oid} ({tracking}) is {late} days late; traced.")
+
+
+def plan_delivered(
+    c: Conversation, order: dict[str, Any], track: dict[str, Any], last_event: dict[str, Any]
+) -> Plan:
+    """Asked where it is, and it was delivered: say when and how; nothing to trace (the
+    customer has not said it is missing)."""
+    oid, tracking = order["order_id"], track["tracking_number"]
+    delivered = day_of(track.get("delivered_at") or last_event.get("at"))
+    how = last_event.get("description") or "delivered"
+    plan = reply_once(
+        c,
+        letter(
+            c,
+            f"Your order {oid} was delivered on {delivered} by {track.get('carrier')} "
+            f'(tracking {tracking}): "{how}".',
+            "If you can't find it, please check with neighbours or around the building, and "
+            "reply to this email if it doesn't turn up: we'll ask the carrier to trace it.",
+        ),
+        f"{track.get('carrier')} delivered {oid} on {delivered}; the customer only asked "
+        "where it is, so I'll tell them, with what to do if they can't find it.",
+    )
+    return plan or finish(
+        c, f'Order {oid} was delivered on {delivered} ({track.get("carrier")} {tracking}: "{how}").'
+    )
 
 
 def plan_delivered_missing(

@@ -90,6 +90,15 @@ def is_policy(text: str) -> bool:
     return any(w in text for w in REFUND_WORDS) and any(w in text for w in POLICY_WORDS)
 
 
+#: "Where is order A1001?", "where's the parcel", "status of my order": a delivery question
+#: however it is worded (besides the fixed phrases of ``where_is``).
+WHERE_IS = re.compile(
+    r"\bwhere(?:'s| is| are)\b[^.?!]*\b(?:order|parcel|package|shipment|delivery|a\d{4,})\b"
+    r"|\b(?:status of|track) (?:my |the |order |the order )*(?:order|parcel|package|a\d{4,})\b"
+    r"|\border (?:a\d{4,} )?status\b|\bhas (?:my|the) (?:order|parcel|package) (?:shipped|left)\b"
+)
+
+
 def scenario_for(ticket_text: str) -> str:
     """The scenario the demo model plays for a ticket, from its words alone."""
     text = ticket_text.lower().replace("\u2019", "'")
@@ -97,7 +106,7 @@ def scenario_for(ticket_text: str) -> str:
         if name == "policy_refund":
             if is_policy(text):
                 return name
-        elif any(p in text for p in phrases):
+        elif any(p in text for p in phrases) or (name == "where_is" and WHERE_IS.search(text)):
             return name
     return "general"
 
