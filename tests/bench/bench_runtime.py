@@ -18,6 +18,7 @@ Bar (DESIGN §5): the runtime's CPU per run within 1.0 ms and 1.2× of the bare 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import multiprocessing
 import os
@@ -44,24 +45,29 @@ STEPS = ["tool_a", "tool_b", "tool_c"]
 ANSWER = "All three tools ran: a, b and c."
 
 
-def _scripted_replies() -> list[bytes]:
-    bodies = [
-        oa_reply(None, [oa_call(f"call_{i}", name, json.dumps({"value": i}))])
-        for i, name in enumerate(STEPS)
-    ]
-    bodies.append(oa_reply(ANSWER))
-    return [json.dumps(b).encode() for b in bodies]
+def _scripted_reply(done: int, run: int) -> bytes:
+    """The reply to a request that carries ``done`` tool results: the next tool's call,
+    or the answer. Call ids are new for every run, as a provider's are: a run's journal
+    must not find its calls already done."""
+    if done < len(STEPS):
+        call = oa_call(f"call_{run}_{done}", STEPS[done], json.dumps({"value": done}))
+        return json.dumps(oa_reply(None, [call])).encode()
+    return json.dumps(oa_reply(ANSWER)).encode()
 
 
 def _serve(conn: Any) -> None:
     """The child process: the fake server until the parent says stop."""
-    replies = _scripted_replies()
     server = FakeLLMServer()
     server.record = False
+    runs = itertools.count()
+    run = 0
 
     def respond(req: Recorded) -> Reply:
+        nonlocal run
         done = sum(1 for m in req.json["messages"] if m.get("role") == "tool")
-        return Reply(body=replies[min(done, len(replies) - 1)])
+        if done == 0:
+            run = next(runs)
+        return Reply(body=_scripted_reply(done, run))
 
     server.responder = respond
     conn.send(server.openai_url)
