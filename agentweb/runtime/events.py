@@ -1,5 +1,7 @@
-"""Events of a run: one frozen dataclass per type, ``Event`` their union, discriminated
-by ``type``.
+"""Events of a run: one dataclass per type, ``Event`` their union, discriminated by
+``type``. An event is a record of what happened: nothing changes one once it is made (they
+are not frozen only because a frozen dataclass costs twice as much to make, and the loop
+makes a dozen per run).
 
 An event's stored form is ``{"type": ..., "data": {...}}`` (``to_json``); ``data`` holds
 its fields in the order they are declared, an optional key only when it says something
@@ -185,7 +187,7 @@ class _EventBase:
 # -- the events -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class RunStarted(_EventBase):
     type: Literal["run_started"] = field(default="run_started", init=False)
     task: str
@@ -195,7 +197,7 @@ class RunStarted(_EventBase):
     max_iterations: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ModelCalled(_EventBase):
     type: Literal["model_called"] = field(default="model_called", init=False)
     model: str
@@ -219,7 +221,7 @@ class ModelCalled(_EventBase):
         return self.cost_usd if isinstance(self.cost_usd, int | float) else None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ToolCallStarted(_EventBase):
     type: Literal["tool_call_started"] = field(default="tool_call_started", init=False)
     call_id: str
@@ -234,7 +236,7 @@ class ToolCallStarted(_EventBase):
     reused: bool = field(default=False, metadata=IF_TRUE)  # the journal had the result already
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ToolCallFinished(_EventBase):
     type: Literal["tool_call_finished"] = field(default="tool_call_finished", init=False)
     call_id: str
@@ -250,7 +252,7 @@ class ToolCallFinished(_EventBase):
     image_notes: list[str] | None = field(default=None, metadata=IF_TRUE)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ApprovalRequested(_EventBase):
     type: Literal["approval_requested"] = field(default="approval_requested", init=False)
     call_id: str
@@ -262,7 +264,7 @@ class ApprovalRequested(_EventBase):
     why: str | None = field(default=None, metadata=IF_TRUE)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ApprovalDecided(_EventBase):
     """The runtime's copy names the call only; the host's record (``tool`` given) also
     says whether the arguments were edited and who decided (``by`` None: nobody)."""
@@ -277,7 +279,7 @@ class ApprovalDecided(_EventBase):
     by: str | None = field(default=None, metadata=HOSTS_RECORD)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class ContextCompacted(_EventBase):
     """``done`` holds one key per action taken, with what it acted on; they are stored
     as keys of their own, between ``actions`` and ``window_start``."""
@@ -292,7 +294,7 @@ class ContextCompacted(_EventBase):
     window_start: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class RunFinished(_EventBase):
     type: Literal["run_finished"] = field(default="run_finished", init=False)
     final_answer: str
@@ -302,7 +304,7 @@ class RunFinished(_EventBase):
     truncated: bool = field(default=False, metadata=IF_TRUE)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class RunFailed(_EventBase):
     type: Literal["run_failed"] = field(default="run_failed", init=False)
     reason: str
@@ -310,7 +312,7 @@ class RunFailed(_EventBase):
     budget: str | None = field(default=None, metadata=IF_GIVEN)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class RunCancelled(_EventBase):
     type: Literal["run_cancelled"] = field(default="run_cancelled", init=False)
     iteration: int | None = field(default=None, metadata=IF_GIVEN)  # the runtime's copy
@@ -318,7 +320,7 @@ class RunCancelled(_EventBase):
     by: str | None = field(default=None, metadata=IF_GIVEN)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class SubtaskStarted(_EventBase):
     type: Literal["subtask_started"] = field(default="subtask_started", init=False)
     task_id: int
@@ -326,7 +328,7 @@ class SubtaskStarted(_EventBase):
     task: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class SubtaskFinished(_EventBase):
     """What the parent's model reads about the child (``task_result``)."""
 
@@ -339,7 +341,7 @@ class SubtaskFinished(_EventBase):
     error: str | None = field(default=None, metadata=IF_GIVEN)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
+@dataclass(slots=True, kw_only=True)
 class CompletionObjected(_EventBase):
     type: Literal["completion_objected"] = field(default="completion_objected", init=False)
     validator: str

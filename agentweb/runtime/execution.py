@@ -1,5 +1,6 @@
 """Running tool calls: a long-lived shared thread pool, per-call timeouts, errors turned
-into results, and results cut for the model while the full value is kept for the record."""
+into results, and results cut for the model while the full value is kept for the record.
+A lone call of a tool that has always been quick runs in the caller's thread."""
 
 from __future__ import annotations
 
@@ -170,7 +171,16 @@ def error_text(exc: BaseException) -> str:
 
 
 def run_tools(invocations: Sequence[Invocation]) -> list[ToolResult]:
-    """Run ``invocations`` concurrently in the shared pool; results in the order given."""
+    """Run ``invocations`` concurrently in the shared pool; results in the order given.
+
+    One call of a tool that has always been quick runs in the calling thread instead
+    (``_runs_inline``): handing a call of a few microseconds to a thread and back costs
+    more than the call."""
+    if len(invocations) == 1 and _runs_inline(invocations[0].tool):
+        inv = invocations[0]
+        result = contextvars.copy_context().run(_invoke, inv)
+        _paced(inv.tool, result.duration_ms, inline=True)
+        return [result]
     pool = shared_pool()
     started = time.perf_counter()
     futures = [pool.submit(partial(_invoke, inv)) for inv in invocations]
@@ -178,12 +188,44 @@ def run_tools(invocations: Sequence[Invocation]) -> list[ToolResult]:
     for inv, fut in zip(invocations, futures, strict=True):
         remaining = max(0.0, inv.timeout - (time.perf_counter() - started))
         try:
-            results.append(fut.result(timeout=remaining))
+            result = fut.result(timeout=remaining)
         except FutureTimeout:
             fut.cancel()
             msg = f"Error: tool {inv.tool.name!r} timed out after {inv.timeout:g}s"
-            results.append(ToolResult(False, None, msg, _elapsed(started)))
+            result = ToolResult(False, None, msg, _elapsed(started))
+        _paced(inv.tool, result.duration_ms)
+        results.append(result)
     return results
+
+
+#: A call at most ``QUICK_MS`` long is quick: a tool with ``QUICK_RUNS`` quick calls in the
+#: pool may run in the caller's thread. A call over ``SLOW_MS`` (in the pool or not) keeps
+#: the tool in the pool for good: a call that long may be one that hangs, and only in the
+#: pool is it cut at its timeout. (Wall time: a call that waits is not quick; a busy
+#: machine's preemptions of a few milliseconds leave a quick tool quick.)
+QUICK_MS = 1.0
+QUICK_RUNS = 3
+SLOW_MS = 1000.0
+
+
+def _runs_inline(tool: Tool) -> bool:
+    """Whether a lone call of ``tool`` runs in the calling thread: a synchronous tool
+    whose calls have been quick (its timeout is then not watched: a call that overstays
+    ``SLOW_MS`` sends the tool back to the pool for good), and only when no host asked
+    for hooks around tool calls (those tidy a tool thread's resources)."""
+    return not tool.is_async and tool._pace >= QUICK_RUNS and not _BEFORE and not _AFTER
+
+
+def _paced(tool: Tool, duration_ms: float, *, inline: bool = False) -> None:
+    """Count a call of ``tool`` towards running it inline (``Tool._pace``: its quick calls
+    in the pool so far, or -1 once one was slow)."""
+    runs = tool._pace
+    if runs < 0:
+        return
+    if duration_ms > SLOW_MS:
+        tool._pace = -1
+    elif duration_ms <= QUICK_MS and not inline:
+        tool._pace = runs + 1
 
 
 def _elapsed(started: float) -> float:
@@ -211,9 +253,13 @@ def _default(obj: Any) -> Any:
     return str(obj)
 
 
+#: ``json.dumps(value, ensure_ascii=False)``, its encoder made once.
+_UNESCAPED = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def format_for_model(result: Any, max_chars: int) -> str:
     """The text the model sees; cut with a note when longer than ``max_chars``."""
-    text = result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+    text = result if isinstance(result, str) else _UNESCAPED(result)
     if max_chars <= 0 or len(text) <= max_chars:
         return text
     return (

@@ -180,6 +180,11 @@ def store_images(
 def with_image_data(messages: Sequence[Message], store: ImageStore, budget: int) -> list[Message]:
     """``messages`` with the bytes of stored images filled in for a model call: the most
     recent ``budget`` images (none for a model without vision), the others left out."""
+    for m in messages:
+        if isinstance(m, UserMessage | ToolMessage) and m.attachments:
+            break
+    else:
+        return list(messages)  # nothing to fill in (most calls)
     out: list[Message] = []
     for m in reversed(messages):
         if not isinstance(m, UserMessage | ToolMessage) or not m.attachments:

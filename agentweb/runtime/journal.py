@@ -14,7 +14,6 @@ runs planning at the same time cannot each count the other as nothing.
 
 from __future__ import annotations
 
-import contextlib
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -84,14 +83,20 @@ class InMemoryJournal:
     ) -> PriorExecution | Declined | None:
         # Admissions of every in-memory journal of the process take turns (their checks
         # may read what the host records elsewhere); other calls never wait for them.
-        with _ADMITTING if admission is not None else _NO_WAIT, self._lock:
+        if admission is None:
+            with self._lock:
+                prior = self._records.get(call_id)
+                if prior is None:
+                    self._records[call_id] = _STARTED
+                return prior
+        with _ADMITTING, self._lock:
             prior = self._records.get(call_id)
             if prior is not None:
                 return prior
-            reason = admission.check() if admission is not None else None
+            reason = admission.check()
             if reason is not None:
                 return Declined(reason)
-            self._records[call_id] = PriorExecution("started")
+            self._records[call_id] = _STARTED
             return None
 
     def finish(
@@ -103,4 +108,4 @@ class InMemoryJournal:
 
 
 _ADMITTING = threading.Lock()
-_NO_WAIT = contextlib.nullcontext()
+_STARTED = PriorExecution("started")

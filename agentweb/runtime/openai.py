@@ -33,6 +33,7 @@ __all__ = ["OpenAIChatModel"]
 log = logging.getLogger(__name__)
 
 _STREAM_OPTIONAL = ("stream_options",)
+_WIRE_CACHE_SIZE = 1024
 _REASONING_KEYS = ("reasoning_content", "reasoning")
 
 
@@ -65,6 +66,9 @@ class OpenAIChatModel:
             "tools",  # a server without tool support: calls are written as text instead
         )
         self._tool_cache: dict[int, tuple[ToolSpec, dict[str, Any]]] = {}
+        # A run's history is sent again with every call: each message's wire form is made
+        # once (keyed by the message object, checked against its content).
+        self._wire_cache: dict[int, tuple[Message, str, dict[str, Any]]] = {}
 
     # -- Model protocol ---------------------------------------------------------------------
 
@@ -118,7 +122,7 @@ class OpenAIChatModel:
         if tools and self.text_tools:
             wire = _text_tool_messages(messages, tools)
         else:
-            wire = _wire_messages(messages)
+            wire = self._wire_messages(messages)
         payload: dict[str, Any] = {"model": self.model, "messages": wire}
         if tools and not self.text_tools:
             payload["tools"] = [self._wire_tool(t) for t in tools]
@@ -127,6 +131,33 @@ class OpenAIChatModel:
             payload["stream"] = True
             payload["stream_options"] = {"include_usage": True}
         return payload
+
+    def _wire_messages(self, messages: Sequence[Message]) -> list[dict[str, Any]]:
+        """Chat messages; images that tools returned follow their results as one user
+        message of ``image_url`` parts (the tool role carries text only)."""
+        out: list[dict[str, Any]] = []
+        with_images: list[ToolMessage] = []
+        cache = self._wire_cache
+        for m in messages:
+            if with_images and not isinstance(m, ToolMessage):
+                out.append(_tool_images_message(with_images))
+                with_images = []
+            hit = cache.get(id(m))
+            if hit is not None and hit[0] is m and hit[1] is m.content:
+                out.append(hit[2])
+                continue
+            wire = _wire_message(m)
+            out.append(wire)
+            if isinstance(m, UserMessage | ToolMessage) and m.attachments:
+                if isinstance(m, ToolMessage) and any(a.data for a in m.attachments):
+                    with_images.append(m)
+                continue  # filled in for this call only: not kept
+            if len(cache) >= _WIRE_CACHE_SIZE:
+                cache.clear()
+            cache[id(m)] = (m, m.content, wire)
+        if with_images:
+            out.append(_tool_images_message(with_images))
+        return out
 
     def _wire_tool(self, spec: ToolSpec) -> dict[str, Any]:
         hit = self._tool_cache.get(id(spec))
@@ -360,23 +391,6 @@ def _calls_from_wire(raw_calls: Iterable[Any], *, keep_nameless: bool = False) -
             )
         )
     return ensure_unique_ids(calls)
-
-
-def _wire_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
-    """Chat messages; images that tools returned follow their results as one user message
-    of ``image_url`` parts (the tool role carries text only)."""
-    out: list[dict[str, Any]] = []
-    with_images: list[ToolMessage] = []
-    for m in messages:
-        if with_images and not isinstance(m, ToolMessage):
-            out.append(_tool_images_message(with_images))
-            with_images = []
-        out.append(_wire_message(m))
-        if isinstance(m, ToolMessage) and any(a.data for a in m.attachments):
-            with_images.append(m)
-    if with_images:
-        out.append(_tool_images_message(with_images))
-    return out
 
 
 def _tool_images_message(results: Sequence[ToolMessage]) -> dict[str, Any]:

@@ -365,7 +365,7 @@ def parse_text_calls(
     ``<|python_tag|>``, ReAct ``Action:``) counts even for an unknown name, so the model
     hears back that the tool does not exist. A tool merely named in prose is no call.
     """
-    if not text:
+    if not text or not _may_hold_calls(text):
         return TextCalls(text)
     calls = _tagged_calls(text, tool_params)
     if calls is not None:
@@ -383,6 +383,22 @@ def parse_text_calls(
     if final and re.search(r"^\s*Thought\s*:", text, re.M | re.I):
         return TextCalls(final.group(1).strip())
     return TextCalls(text)
+
+
+def _may_hold_calls(text: str) -> bool:
+    """False when none of the readers below could find anything in ``text``: every call
+    form needs one of these marks (tags, JSON, a call's parenthesis, a fence, Mistral's
+    and Phi's prefixes), or a ReAct ``Action:`` / ``Final Answer:`` line. Most answers
+    have none, and are then not scanned at all."""
+    if any(mark in text for mark in _CALL_MARKS):
+        return True
+    if ":" not in text:
+        return False
+    low = text.lower()
+    return "action" in low or "final" in low
+
+
+_CALL_MARKS = ("<", "{", "[", "(", "`", "functools")
 
 
 def _tagged_calls(text: str, tool_params: Mapping[str, Collection[str]]) -> TextCalls | None:

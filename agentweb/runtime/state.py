@@ -5,7 +5,7 @@ ends with."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -122,16 +122,18 @@ _MOVES: dict[str, frozenset[str]] = {
 }
 
 
-class TurnCall(BaseModel):
+@dataclass(slots=True, kw_only=True)
+class TurnCall:
     """One call of the current assistant turn while it is being resolved.
 
     Its ``state`` and the fields that belong to each state change only through the
     methods below, one per transition (``_MOVES``); the fields stay plain so the turn is
-    stored as JSON between steps."""
+    stored as JSON between steps (a dataclass inside ``LoopState``: pydantic reads and
+    writes it, while the loop sets its fields at plain attribute speed)."""
 
     call_id: str
     name: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments: dict[str, Any] = field(default_factory=dict)
     state: CallState = "queued"
     reason: str | None = None  # why it is awaiting a person (see ``PendingCall.reason``)
     risk: str = "low"
@@ -139,10 +141,10 @@ class TurnCall(BaseModel):
     comment: str = ""
     content: str | None = None
     is_error: bool = False
-    repaired: dict[str, str] = Field(default_factory=dict)
+    repaired: dict[str, str] = field(default_factory=dict)
     edited: bool = False  # an approver supplied the arguments
     waiting_on: list[Any] | None = None  # suspended (the tool raised ``Suspend``)
-    attachments: list[Attachment] = Field(default_factory=list)  # stored images (by ref)
+    attachments: list[Attachment] = field(default_factory=list)  # stored images (by ref)
     fp: str | None = None  # fingerprint of name + arguments (repeat guards)
     announced: bool = False  # its approval_requested event was emitted
     policy_reason: str | None = None  # why no person was needed (or why one is)

@@ -147,6 +147,9 @@ class Tool:
                 r for r in (required if isinstance(required, list) else ()) if isinstance(r, str)
             )
         self._normalized = {_norm(p): p for p in self.params}
+        self._param_set = frozenset(self.params)
+        # How its calls have gone so far (``execution``: quick ones, or -1 once slow).
+        self._pace = 0
         self._spec = ToolSpec(self.name, self.description, self.schema)
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", self.name)
@@ -211,6 +214,8 @@ class Tool:
             ) from exc
 
     def repair(self, args: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
+        if self._param_set.issuperset(args):  # every key is a parameter: nothing to repair
+            return dict(args), {}
         return repair_keys(args, self.params, self._normalized)
 
     def parse(self, args: Mapping[str, Any]) -> BaseModel:
@@ -221,7 +226,7 @@ class Tool:
                 raise ToolArgumentError(self._explain_schema(problems), _schema_fields(problems))
             return _SchemaArgs.model_validate(dict(args))
         try:
-            return self._model.model_validate(dict(args))
+            return self._model.model_validate(args if type(args) is dict else dict(args))
         except ValidationError as exc:
             raise ToolArgumentError(self._explain(exc), _field_errors(exc)) from None
 

@@ -399,5 +399,10 @@ def _str_or_none(value: Any) -> str | None:
 
 def fingerprint(name: str, args: Any) -> str:
     """A short stable digest of a call (or a round): ``name`` and its JSON arguments."""
-    blob = json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
+    blob = _CANONICAL(args)
     return name + ":" + hashlib.sha1(blob.encode(), usedforsecurity=False).hexdigest()[:16]
+
+
+#: ``json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)``, its encoder
+#: made once (``json.dumps`` with options makes a new one per call).
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str).encode
