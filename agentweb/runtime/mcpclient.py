@@ -485,6 +485,14 @@ class _Session:
             self.ready.set()
             if self.stderr is not None:
                 self.stderr.parent_done()
+                if self.fault and self.stderr.recent:  # why it failed, at the log's level
+                    log.warning(
+                        "MCP server %s %s; its last lines on stderr:\n%s",
+                        self.config.name,
+                        self.fault,
+                        "\n".join(self.stderr.recent),
+                        extra={"mcp_server": self.config.name},
+                    )
 
     async def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
         config = self.config

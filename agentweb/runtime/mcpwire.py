@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+from collections import deque
 from typing import Any, Protocol
 
 import mcp_types as types
@@ -163,6 +164,7 @@ class StderrLog:
         self._read_fd = read_fd
         self.writer = os.fdopen(write_fd, "w")  # handed to the process; ours closes after
         self._buffer = b""
+        self.recent: deque[str] = deque(maxlen=10)  # the last lines, told when it fails
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(read_fd, self._readable)
 
@@ -194,6 +196,7 @@ class StderrLog:
         for raw in lines:
             line = raw.decode("utf-8", "replace").rstrip("\r")
             if line.strip():
+                self.recent.append(line[:STDERR_LINE])
                 log.info(
                     "MCP server %s (stderr): %s",
                     self.server,

@@ -37,9 +37,13 @@ _WIRE = os.dup(1)
 server = MCPServer("faulty")
 
 
-def png(width: int = 3, height: int = 2) -> bytes:
-    """A small valid PNG (red pixels)."""
-    raw = b"".join(b"\x00" + b"\xff\x00\x00" * width for _ in range(height))
+def png(width: int = 96, height: int = 64) -> bytes:
+    """A small valid PNG: a red to blue gradient."""
+    raw = b"".join(
+        b"\x00"
+        + b"".join(bytes((255 - x * 255 // width, 0, x * 255 // width)) for x in range(width))
+        for _ in range(height)
+    )
 
     def chunk(kind: bytes, data: bytes) -> bytes:
         body = kind + data

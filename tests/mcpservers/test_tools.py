@@ -222,7 +222,7 @@ def test_a_servers_image_is_stored_with_the_run_and_shown_in_its_timeline(
     finished = RunEvent.objects.get(run=run, type="tool_call_finished").data
     assert finished["result"] == "a red picture"
     [image] = finished["images"]
-    assert image["media_type"] == "image/png" and (image["width"], image["height"]) == (3, 2)
+    assert image["media_type"] == "image/png" and (image["width"], image["height"]) == (96, 64)
     client = Client()
     client.force_login(people["operator"])
     got = client.get(image["url"])
