@@ -135,6 +135,24 @@ def do_request_cancel(run: Run, user: User) -> Run:
 # --- agent profiles --------------------------------------------------------------------
 
 
+def may_change_profiles(user: Any, *, creating: bool = False) -> tuple[bool, str]:
+    """Who may write agent profiles: admins (``add_agentprofile`` to create one,
+    ``change_agentprofile`` to change or delete one). ``None`` is the installation itself
+    (``manage.py agents import``, the seeding), which may."""
+    if user is None:
+        return True, ""
+    if not user.has_perm("runs.add_agentprofile" if creating else "runs.change_agentprofile"):
+        return False, "only admins may change agent profiles"
+    return True, ""
+
+
+def check_change_profiles(user: Any, *, creating: bool = False) -> None:
+    """``may_change_profiles`` or ``NotAllowed``: every profile write asks it first."""
+    allowed, why = may_change_profiles(user, creating=creating)
+    if not allowed:
+        raise NotAllowed(why)
+
+
 def do_save_profile(
     profile: AgentProfile,
     *,
@@ -144,9 +162,12 @@ def do_save_profile(
 ) -> AgentProfile:
     """Store an edited (or new) agent profile, with its audit lines: created or changed
     (which ``fields``), and a change of its approval policies with the policies before and
-    after, whoever made it and however (page, API, import)."""
-    actor = actor if getattr(actor, "pk", None) else None
+    after, whoever made it and however (page, API, import). ``actor`` None: the
+    installation itself (``agents import``); a person must be allowed to
+    (``may_change_profiles``)."""
     created = profile.pk is None
+    check_change_profiles(actor, creating=created)
+    actor = actor if getattr(actor, "pk", None) else None
     with transaction.atomic():
         before: Any = {}
         if not created:
@@ -180,7 +201,9 @@ def do_save_profile(
 
 def do_delete_profile(profile: AgentProfile, *, actor: User | None) -> None:
     """Delete a profile no run uses and no profile delegates to, with an audit line;
-    ``ProfileInUse`` otherwise (the runs' history keeps naming it)."""
+    ``ProfileInUse`` otherwise (the runs' history keeps naming it). Who may: as for
+    ``do_save_profile``."""
+    check_change_profiles(actor)
     actor = actor if getattr(actor, "pk", None) else None
     with transaction.atomic():
         runs = profile.runs.count()

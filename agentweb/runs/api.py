@@ -225,11 +225,6 @@ def _profile_invalid(exc: Any) -> JsonResponse:
     return error(422, "invalid_profile", f"invalid fields: {fields}: {exc}", exc.errors)
 
 
-def _may_write_profiles(request: HttpRequest) -> None:
-    if not request.user.has_perm("runs.change_agentprofile"):
-        raise actions.NotAllowed("only admins may change agent profiles")
-
-
 def _profile(name: str) -> Any:
     profile = AgentProfile.objects.filter(name=name).first()
     if profile is None:
@@ -243,7 +238,7 @@ def agent_profiles(request: HttpRequest) -> HttpResponse:
     if request.method == "GET":
         found = AgentProfile.objects.order_by("name")
         return JsonResponse({"agents": [profiles.profile_json(p) for p in found]})
-    _may_write_profiles(request)
+    actions.check_change_profiles(_user(request), creating=True)  # before anything is read
     data = _body(request)
     name = data.get("name")
     if isinstance(name, str) and AgentProfile.objects.filter(name=name.strip()).exists():
@@ -262,7 +257,7 @@ def agent_profile(request: HttpRequest, name: str) -> HttpResponse:
     profile = _profile(name)
     if request.method == "GET":
         return JsonResponse(profiles.profile_json(profile))
-    _may_write_profiles(request)
+    actions.check_change_profiles(_user(request))  # before anything is read
     if request.method == "DELETE":
         actions.do_delete_profile(profile, actor=_user(request))
         return HttpResponse(status=204)

@@ -69,7 +69,9 @@ def save_profile(
     and save it, with an audit entry.
 
     Without ``partial`` the fields not given are reset to their defaults (PUT, import);
-    raises ``ProfileInvalid`` naming every field that is wrong."""
+    raises ``ProfileInvalid`` naming every field that is wrong, and ``NotAllowed`` before
+    reading anything when ``actor`` may not write profiles (``None``: the installation)."""
+    actions.check_change_profiles(actor, creating=profile is None)
     body = CreateProfile if profile is None else ChangeProfile if partial else ReplaceProfile
     values, errors = body.read(data)
     if errors:

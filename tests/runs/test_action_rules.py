@@ -124,3 +124,57 @@ def test_deleting_is_an_action_with_its_audit_line_and_its_refusal(
     assert "Not deleted: triage has 1 run" in refused.content.decode()
     assert AgentProfile.objects.filter(name="triage").exists()
     assert len(_entries("agent_profile_deleted")) == 1
+
+
+# --- profile writes are refused inside the actions, as runs are --------------------------
+
+
+def _profile_rows() -> list[tuple[str, str]]:
+    return list(AgentProfile.objects.order_by("name").values_list("name", "description"))
+
+
+def test_a_direct_profile_write_is_refused_without_the_permission(people: dict[str, Any]) -> None:
+    from django.contrib.auth.models import AnonymousUser
+
+    from agentweb.runs import profiles
+
+    before, audited = _profile_rows(), AuditEntry.objects.count()
+    triage = AgentProfile.objects.get(name="triage")
+    for who in (people["operator"], people["approver"], AnonymousUser()):
+        triage.description = "changed by someone who may not"
+        with pytest.raises(actions.NotAllowed, match="only admins may change agent profiles"):
+            actions.do_save_profile(triage, actor=who, fields=["description"])
+        with pytest.raises(actions.NotAllowed):
+            actions.do_save_profile(AgentProfile(name="new-one", system_prompt="p"), actor=who)
+        with pytest.raises(actions.NotAllowed):
+            actions.do_delete_profile(AgentProfile.objects.get(name="triage"), actor=who)
+        # refused before the data is read: no field errors for one who may not write
+        with pytest.raises(actions.NotAllowed):
+            profiles.save_profile({"name": "bad name!", "max_iterations": 0}, actor=who)
+    assert _profile_rows() == before
+    assert AuditEntry.objects.count() == audited
+
+
+def test_creating_asks_for_add_and_changing_for_change(people: dict[str, Any]) -> None:
+    editor = User.objects.create_user("editor", password="pw-123456789")
+    editor.user_permissions.add(Permission.objects.get(codename="change_agentprofile"))
+    editor = User.objects.get(pk=editor.pk)
+    triage = AgentProfile.objects.get(name="triage")
+    triage.description = "edited"
+    actions.do_save_profile(triage, actor=editor, fields=["description"])
+    assert AgentProfile.objects.get(name="triage").description == "edited"
+    with pytest.raises(actions.NotAllowed):
+        actions.do_save_profile(AgentProfile(name="new-one", system_prompt="p"), actor=editor)
+    assert not AgentProfile.objects.filter(name="new-one").exists()
+
+
+def test_admins_and_the_installation_itself_may_write_profiles(people: dict[str, Any]) -> None:
+    from agentweb.runs import profiles
+
+    made = profiles.save_profile({"name": "by-admin", "system_prompt": "p"}, actor=people["admin"])
+    imported = profiles.save_profile({"name": "by-import", "system_prompt": "p"})  # agents import
+    actions.do_delete_profile(made, actor=people["admin"])
+    actions.do_delete_profile(imported, actor=None)
+    actors = [e["actor"] for e in _entries("agent_profile_created")]
+    assert actors == [people["admin"].pk, None]
+    assert [e["actor"] for e in _entries("agent_profile_deleted")] == [people["admin"].pk, None]
