@@ -24,9 +24,9 @@ from agentweb.notify.cards import ApprovalCard, approval_card
 from agentweb.notify.messages import approval_mail, slack_request
 from agentweb.notify.models import ApprovalLink, ApprovalNotice, SlackIdentity, hash_token
 from agentweb.outbox import actions as outbox
-from agentweb.outbox.models import Delivery
 from agentweb.runs import actions as runs
-from agentweb.runs.models import Approval, Run
+from agentweb.runs.models import Approval, Run, arguments_hash
+from agentweb.runs.policies import people_for
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ def _mail(approval: Approval, user: User, card: ApprovalCard, purpose: str) -> N
         approval=approval,
         user=user,
         token_hash=hash_token(raw),
-        arguments_hash=approval.arguments_hash,
+        arguments_hash=arguments_hash(approval.proposal),
         purpose=purpose,
         expires_at=approval.expires_at,
     )
@@ -131,7 +131,7 @@ def _slack(approval: Approval, card: ApprovalCard, purpose: str) -> bool:
         return False
     outbox.do_queue_slack(
         url=url,
-        payload=slack_request(card, approval.arguments_hash, purpose),
+        payload=slack_request(card, arguments_hash(approval.proposal), purpose),
         to_label="Slack",
         topic=f"approval.{purpose}",
         about=(ABOUT, approval.pk),
@@ -151,12 +151,16 @@ def _tell(approval: Approval, users: list[User], purpose: str) -> bool:
 
 def quorum(approval: Approval) -> tuple[int, int]:
     """(approvals needed, approvals given)."""
-    return 1, 0
+    return approval.approvals_needed, approval.approvals_given()
 
 
 def escalate_after(approval: Approval) -> float | None:
-    minutes = settings.AGENTWEB_ESCALATE_AFTER_MINUTES
-    return minutes if minutes and settings.AGENTWEB_ESCALATION_GROUP else None
+    """Minutes after which a still pending request escalates: the policy's
+    ``escalate_after_minutes``, else ``AGENTWEB_ESCALATE_AFTER_MINUTES``; None when off."""
+    if not settings.AGENTWEB_ESCALATION_GROUP:
+        return None
+    own = people_for(approval.run.agent.approval_policies, approval.tool).escalate_after_minutes
+    return own or settings.AGENTWEB_ESCALATE_AFTER_MINUTES or None
 
 
 def first_recipients(approval: Approval, escalates: bool) -> list[User]:
@@ -246,20 +250,12 @@ def webhook_secret(url: str) -> str:
 
 def approval_json(approval: Approval) -> dict[str, Any]:
     """An approval as ``GET /api/approvals`` gives it, with its notifications."""
-    data: dict[str, Any] = dict(approval.as_json())
-    needed, given = quorum(approval)
-    data["approvals_needed"], data["approvals_given"] = needed, given
-    data["notifications"] = notifications(approval.pk)
-    return data
+    return {**approval.as_json(), "notifications": notifications(approval.pk)}
 
 
 def notifications(approval_id: int) -> list[dict[str, Any]]:
-    rows = Delivery.objects.filter(about_type=ABOUT, about_id=approval_id).order_by("pk")
-    out = []
-    for d in rows:
-        note: dict[str, Any] = dict(d.as_notification())
-        out.append(note)
-    return out
+    """What reached whom about an approval: ``[{"channel", "to", "state", "error", ...}]``."""
+    return [dict(n) for n in outbox.notifications_about(ABOUT, [approval_id])[approval_id]]
 
 
 def send_event(

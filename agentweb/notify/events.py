@@ -7,6 +7,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from agentweb.notify import actions
+from agentweb.notify.actions import ABOUT as ABOUT
+from agentweb.runs import publish
 from agentweb.runs.models import Approval, Run
 
 
@@ -37,3 +39,8 @@ def events_stored(run: Run, rows: Iterable[Any]) -> None:
             actions.send_event("run.finished", run, status=Run.Status.SUCCEEDED)
         elif kind == "run_failed":
             actions.send_event("run.failed", run, status=Run.Status.FAILED)
+
+
+def deliveries_changed(delivery: Any) -> None:
+    """A notification was sent, failed or is retried: the inboxes show it."""
+    publish.approvals_changed_on_commit()

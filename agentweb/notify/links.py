@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from agentweb.notify.models import ApprovalLink, hash_token
 from agentweb.runs import actions as runs
-from agentweb.runs.models import Approval
+from agentweb.runs.models import Approval, arguments_hash
 
 #: A token is 43 characters of URL-safe base64; anything much longer is not one of ours.
 MAX_TOKEN_CHARS = 100
@@ -64,7 +64,7 @@ def check_link(approval_id: int, raw: str) -> ApprovalLink:
         raise LinkRefused(
             410, "This request has expired", "Its time ran out; an expired request is denied."
         )
-    if link.arguments_hash != approval.arguments_hash:
+    if link.arguments_hash != arguments_hash(approval.proposal):
         raise LinkRefused(
             409,
             "This request changed",

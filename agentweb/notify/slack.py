@@ -19,7 +19,7 @@ from agentweb.notify.messages import (
 )
 from agentweb.outbox import actions as outbox
 from agentweb.runs import actions as runs
-from agentweb.runs.models import Approval
+from agentweb.runs.models import Approval, arguments_hash
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ def handle_interaction(payload: dict[str, Any]) -> str:
     found = approval.first()
     if found is None:
         return refuse(f"Approval {approval_id} does not exist (any more).")
-    if not found.arguments_hash.startswith(digest):
+    if not digest or not arguments_hash(found.proposal).startswith(digest):
         return refuse("This request changed since the message was posted; decide it in agentweb.")
     decision = "approve" if action_id == APPROVE else "reject"
     comment = "" if decision == "approve" else f"Rejected in Slack by {user.get_username()}."
@@ -99,7 +99,8 @@ def handle_interaction(payload: dict[str, Any]) -> str:
     who = user.get_username()
     if decided.status == Approval.Status.PENDING:  # a quorum still gathering
         outcome = f"approved by {who} ({given} of {needed}), one more person needed"
-        buttons = slack_request(card, decided.arguments_hash, "requested")["blocks"][-1]
+        digest_now = arguments_hash(decided.proposal)
+        buttons = slack_request(card, digest_now, "requested")["blocks"][-1]
         _respond(response_url, slack_decided(card, outcome, keep_buttons=buttons), approval_id)
     else:
         outcome = f"{decided.status} by {who}"

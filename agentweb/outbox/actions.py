@@ -8,7 +8,7 @@ import logging
 import random
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import timedelta
 from email.message import EmailMessage
 from email.policy import SMTP
@@ -23,7 +23,7 @@ from django.db.models import Exists, F, OuterRef, Q
 from django.utils import timezone
 
 from agentweb.outbox import lanes
-from agentweb.outbox.models import Delivery, lane_of
+from agentweb.outbox.models import Delivery, NotificationJson, lane_of
 from agentweb.outbox.transports import SENDERS, DeliveryError
 from agentweb.runs import queue
 
@@ -440,3 +440,14 @@ def do_sweep_deliveries(limit: int = 500) -> int:
 
 def deliveries_about(about_type: str, about_id: int) -> list[Delivery]:
     return list(Delivery.objects.filter(about_type=about_type, about_id=about_id).order_by("pk"))
+
+
+def notifications_about(about_type: str, ids: Iterable[int]) -> dict[int, list[NotificationJson]]:
+    """id -> its deliveries as pages and the API list them (one query for many)."""
+    wanted = list(ids)
+    found: dict[int, list[NotificationJson]] = {pk: [] for pk in wanted}
+    rows = Delivery.objects.filter(about_type=about_type, about_id__in=wanted).order_by("pk")
+    for delivery in rows:
+        if delivery.about_id is not None:
+            found.setdefault(delivery.about_id, []).append(delivery.as_notification())
+    return found

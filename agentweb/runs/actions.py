@@ -28,7 +28,7 @@ from agentweb.runs.errors import (
 )
 from agentweb.runs.lifecycle import approval_expiry as approval_expiry  # known here too
 from agentweb.runs.lifecycle import finish_cancelled as finish_cancelled
-from agentweb.runs.models import AgentProfile, Approval, Run, arguments_hash
+from agentweb.runs.models import AgentProfile, Approval, ApprovalVote, Run, arguments_hash
 from agentweb.runs.queue import QUEUE_GRACE as QUEUE_GRACE
 from agentweb.runs.store import append_events, audit
 from agentweb.runtime import events as ev
@@ -316,55 +316,137 @@ def do_decide_approval(
     return record_decision(checked)
 
 
+class AlreadyDecidedByYou(Conflict):
+    """A person decides a call once: a quorum needs other people."""
+
+    code = "already_approved"
+
+
 def record_decision(checked: CheckedDecision) -> Approval:
-    """Record a checked decision. It is a conditional UPDATE on the pending row: of many
-    simultaneous deciders exactly one wins and only the winner enqueues the resume."""
+    """Record a checked decision, exactly once. The pending row is locked: of many
+    simultaneous deciders (any channel) the first decides, the others find it decided,
+    and only the decision that completes it enqueues the resume.
+
+    A quorum (``approvals_needed`` > 1): each approval is a vote of a distinct person; the
+    call is approved by the vote that completes it; one rejection rejects it; the same
+    person again is refused. The first approver's edited arguments are what the others
+    approve (a later one may not change them)."""
     approval, user, comment = checked.approval, checked.user, checked.comment
-    edited, final_args = checked.edited, checked.final_args
     now = timezone.now()
     approved = checked.decision == "approve"
-    status = Approval.Status.APPROVED if approved else Approval.Status.REJECTED
     with transaction.atomic():
-        won = Approval.objects.filter(
-            pk=approval.pk, status=Approval.Status.PENDING, expires_at__gt=now
-        ).update(
-            status=status,
-            decided_by=user,
-            decided_at=now,
+        locked = Approval.objects.select_for_update().filter(pk=approval.pk).first()
+        if locked is None:
+            raise NotFound(f"no approval {approval.pk}")
+        if locked.status != Approval.Status.PENDING:
+            raise Conflict(f"this approval was already {locked.status}")
+        if locked.expires_at <= now:
+            raise Conflict("this approval has expired")
+        votes = list(ApprovalVote.objects.filter(approval=locked).values_list("user_id", flat=True))
+        if user.pk in votes:
+            raise AlreadyDecidedByYou(
+                f"you already approved this call ({len(votes)} of {locked.approvals_needed}); "
+                "another person must approve it too"
+            )
+        run = Run.objects.select_for_update().get(pk=locked.run_id)
+        if not approved:
+            return _record_final(locked, run, checked, now, approved=False)
+        edited = checked.edited
+        if (
+            votes
+            and edited is not None
+            and arguments_hash(edited) != arguments_hash(locked.proposal)
+        ):
+            raise Conflict(
+                "another person already approved these arguments: approve them as they are, "
+                "or reject"
+            )
+        final_args = edited if edited is not None else locked.proposal
+        ApprovalVote.objects.create(
+            approval=locked,
+            user=user,
+            arguments_hash=arguments_hash(final_args),
+            edited=edited is not None,
             comment=comment,
-            edited_arguments=edited,
-            approved_hash=arguments_hash(final_args) if approved else "",
         )
-        if not won:
-            approval.refresh_from_db()
-            if approval.status == Approval.Status.PENDING:
-                raise Conflict("this approval has expired")
-            raise Conflict(f"this approval was already {approval.status}")
-        approval.refresh_from_db()
-        run = Run.objects.select_for_update().get(pk=approval.run_id)
+        given = len(votes) + 1
+        if given >= locked.approvals_needed:
+            return _record_final(locked, run, checked, now, approved=True, final_args=final_args)
+        if edited is not None:
+            Approval.objects.filter(pk=locked.pk).update(edited_arguments=edited)
+            locked.edited_arguments = edited
         audit(
-            f"approval_{status}",
+            "approval_given",
             actor=user,
             run=run,
-            approval=approval.pk,
-            call_id=approval.call_id,
-            tool=approval.tool,
-            arguments=approval.arguments,
+            approval=locked.pk,
+            call_id=locked.call_id,
+            tool=locked.tool,
+            given=given,
+            needed=locked.approvals_needed,
             edited_arguments=edited,
             comment=comment,
         )
-        decided = ev.approval_decided(
-            call_id=approval.call_id,
-            tool=approval.tool,
-            decision="approved" if approved else "rejected",
-            comment=comment,
-            arguments=final_args,
-            edited=edited is not None,
+        given_event = ev.approval_given(
+            call_id=locked.call_id,
+            tool=locked.tool,
             by=user.get_username(),
+            given=given,
+            needed=locked.approvals_needed,
+            edited=edited is not None,
         )
-        append_events(run, [decided.to_json()])
+        append_events(run, [given_event.to_json()], status_changed=False)
         publish.approvals_changed_on_commit()
-        lifecycle.resume_if_decided(run)
+        return locked
+
+
+def _record_final(
+    approval: Approval,
+    run: Run,
+    checked: CheckedDecision,
+    now: Any,
+    *,
+    approved: bool,
+    final_args: dict[str, Any] | None = None,
+) -> Approval:
+    """The decision itself, on the locked row: status, audit line, event, resume."""
+    user, comment = checked.user, checked.comment
+    status = Approval.Status.APPROVED if approved else Approval.Status.REJECTED
+    final = final_args if final_args is not None else approval.proposal
+    # the arguments a person changed: this approver's, or a quorum's first approver's
+    edited = (checked.edited or approval.edited_arguments) if approved else None
+    Approval.objects.filter(pk=approval.pk).update(
+        status=status,
+        decided_by=user,
+        decided_at=now,
+        comment=comment,
+        edited_arguments=edited if approved else approval.edited_arguments,  # kept on reject
+        approved_hash=arguments_hash(final) if approved else "",
+    )
+    approval.refresh_from_db()
+    audit(
+        f"approval_{status}",
+        actor=user,
+        run=run,
+        approval=approval.pk,
+        call_id=approval.call_id,
+        tool=approval.tool,
+        arguments=approval.arguments,
+        edited_arguments=edited,
+        comment=comment,
+    )
+    decided = ev.approval_decided(
+        call_id=approval.call_id,
+        tool=approval.tool,
+        decision="approved" if approved else "rejected",
+        comment=comment,
+        arguments=final if approved else checked.final_args,
+        edited=edited is not None,
+        by=user.get_username(),
+    )
+    append_events(run, [decided.to_json()])
+    publish.approvals_changed_on_commit()
+    lifecycle.resume_if_decided(run)
     return approval
 
 

@@ -5,12 +5,12 @@ Auth: ``Authorization: Bearer <token>`` or the browser session (with CSRF).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import wraps
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db.models import Q
+from django.db.models import Count, Q
 from django.db.models.functions import Left
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
@@ -19,6 +19,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from agentweb.accounts.models import ApiToken, hash_token
 from agentweb.middleware import MAX_INT, BadInput, request_json
+from agentweb.outbox.actions import notifications_about
 from agentweb.runs import actions, follow_up, profiles
 from agentweb.runs.api_input import DecideApproval, StartRun
 from agentweb.runs.delegation import children_ids
@@ -26,6 +27,7 @@ from agentweb.runs.models import SUMMARY_CHARS, AgentProfile, Approval, Run, Run
 from agentweb.runs.outcomes import actions_by_run
 
 View = Callable[..., HttpResponse]
+NOTIFICATIONS_ABOUT = "approval"  # deliveries of an approval's notifications (agentweb.notify)
 MAX_EVENTS = 1000
 
 
@@ -201,7 +203,14 @@ def approvals(request: HttpRequest) -> HttpResponse:
             )
         qs = qs.filter(status=status)
     limit = min(_int_param(request, "limit", 100), 500)
-    return JsonResponse({"approvals": [a.as_json() for a in qs.order_by("requested_at")[:limit]]})
+    page = list(qs.annotate(approvals_given_n=Count("votes")).order_by("requested_at")[:limit])
+    return JsonResponse({"approvals": approvals_json(page)})
+
+
+def approvals_json(approvals: Sequence[Approval]) -> list[dict[str, Any]]:
+    """Approvals as the API shows them, each with its notifications (what reached whom)."""
+    told = notifications_about(NOTIFICATIONS_ABOUT, [a.pk for a in approvals])
+    return [{**a.as_json(), "notifications": told.get(a.pk, [])} for a in approvals]
 
 
 @api_view(("POST",))
@@ -214,7 +223,7 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
         comment=decide.comment,
         arguments=decide.arguments,
     )
-    return JsonResponse(approval.as_json())
+    return JsonResponse(approvals_json([approval])[0])
 
 
 # --- agent profiles -----------------------------------------------------------------

@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from agentweb.runs.models import AgentProfile, Approval, RunEvent
-from agentweb.runs.policies import prior_total
+from agentweb.runs.policies import prior_total, split_policy
 from agentweb.runs.toolset import registry, risk_of
 
 # _limit, _number: the rule's own words for a limit and its reading of a number
@@ -115,7 +115,7 @@ def asking_rule(profile: AgentProfile | None, tool_name: str, reason: str = "") 
     policy: Any = None
     if isinstance(policies, dict) and tool_name in policies:
         try:
-            policy = parse_policy(policies[tool_name])
+            policy = parse_policy(split_policy(policies[tool_name])[0])
         except ValueError:
             return Rule("profile_unreadable", f"the profile {name} has an unreadable rule for it")
     if policy == "always":

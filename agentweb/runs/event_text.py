@@ -112,6 +112,12 @@ def _approval_decided(d: Mapping[str, Any]) -> EventText:
     )
 
 
+def _approval_given(d: Mapping[str, Any]) -> EventText:
+    tool, by = d.get("tool"), d.get("by")
+    progress = f"{d.get('given')} of {d.get('needed')}"
+    return EventText(f"{tool} approved by {by} ({progress})", f"✔ {tool} approved by {by} ({progress})")
+
+
 def _context_compacted(d: Mapping[str, Any]) -> EventText:
     said = f"context compacted: {d.get('tokens_before')} → {d.get('tokens_after')} tokens"
     return EventText("context compacted", ev.CONTEXT_COMPACTED, ("system", said))
@@ -158,6 +164,7 @@ TEXT: dict[str, Callable[[Any], EventText]] = {
     ev.SUBTASK_STARTED: _subtask_started,
     ev.SUBTASK_FINISHED: _subtask_finished,
     ev.COMPLETION_OBJECTED: _completion_objected,
+    ev.APPROVAL_GIVEN: _approval_given,
 }
 
 

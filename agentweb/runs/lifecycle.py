@@ -33,7 +33,8 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agentweb.runs import publish, queue, store
-from agentweb.runs.models import Approval, Run, ToolExecution, arguments_hash
+from agentweb.runs.models import Approval, ApprovalVote, Run, ToolExecution, arguments_hash
+from agentweb.runs.policies import people_for
 from agentweb.runs.queue import QUEUE_GRACE
 from agentweb.runtime import events as ev
 from agentweb.runtime.state import Failed, Finished, NeedsApproval, NeedsSubtasks
@@ -147,6 +148,7 @@ def _open_approvals(run: Run, outcome: NeedsApproval, events: list[dict[str, Any
                 "risk": pending.risk,
                 "reason": pending.reason or "",
                 "expires_at": expires,
+                "approvals_needed": people_for(run.agent.approval_policies, pending.tool).approvers,
             },
         )
         if pending.reason == "unknown_outcome":
@@ -161,6 +163,7 @@ def _open_approvals(run: Run, outcome: NeedsApproval, events: list[dict[str, Any
                     approved_hash="",
                     expires_at=expires,
                 )
+                ApprovalVote.objects.filter(approval=approval).delete()  # decided afresh
                 created = True
             ToolExecution.objects.filter(
                 run=run, call_id=pending.call_id, status=ToolExecution.Status.STARTED

@@ -410,6 +410,9 @@ class Approval(models.Model):
     approved_hash = models.CharField(max_length=64, blank=True)
     requested_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
+    # A quorum: this many distinct people (none the run's starter) approve before it runs
+    # (a policy's "approvers"); each approval is an ApprovalVote.
+    approvals_needed = models.PositiveSmallIntegerField(default=1)
 
     objects = ApprovalQuerySet.as_manager()
 
@@ -437,6 +440,25 @@ class Approval(models.Model):
     def __str__(self) -> str:
         return f"{self.tool} for run {self.run_id} ({self.status})"
 
+    def approvals_given(self) -> int:
+        """People who approved so far (``votes``, counted in the database unless an
+        ``approvals_given_n`` annotation or a prefetch has them)."""
+        annotated = getattr(self, "approvals_given_n", None)
+        if annotated is not None:
+            return int(annotated)
+        return self.votes.count()
+
+    @property
+    def voter_names(self) -> list[str]:
+        """Who approved so far, in order (a quorum's card names them)."""
+        return [vote.user.get_username() for vote in self.votes.select_related("user")]
+
+    @property
+    def proposal(self) -> dict[str, Any]:
+        """The arguments a person approves now: as the model asked, or as a first
+        approver of a quorum edited them."""
+        return self.edited_arguments or self.arguments
+
     def as_json(self) -> dict[str, Any]:
         return {
             "id": self.pk,
@@ -454,7 +476,32 @@ class Approval(models.Model):
             "decided_at": self.decided_at.isoformat() if self.decided_at else None,
             "comment": self.comment,
             "edited_arguments": self.edited_arguments,
+            "approvals_needed": self.approvals_needed,
+            "approvals_given": self.approvals_given(),
         }
+
+
+class ApprovalVote(models.Model):
+    """One person's approval of a call: a call runs once ``approvals_needed`` distinct
+    people approved it (a rejection rejects it at once, and is on the approval)."""
+
+    approval = models.ForeignKey(Approval, on_delete=models.CASCADE, related_name="votes")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    arguments_hash = models.CharField(max_length=64)  # what this person approved
+    edited = models.BooleanField(default=False)
+    comment = models.TextField(blank=True)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["at", "pk"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["approval", "user"], name="approvalvote_once_per_person"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} approved {self.approval_id}"
 
 
 class AuditEntry(models.Model):

@@ -179,6 +179,7 @@ SCHEMAS: dict[str, Any] = {
                     "subtask_started",
                     "subtask_finished",
                     "completion_objected",
+                    "approval_given",
                 ],
             },
             "at": {"type": "string", "format": "date-time"},
@@ -217,6 +218,30 @@ SCHEMAS: dict[str, Any] = {
             "decided_by": {"type": ["string", "null"]},
             "comment": {"type": "string"},
             "edited_arguments": {"type": ["object", "null"]},
+            "approvals_needed": {
+                "type": "integer",
+                "description": "Distinct people who must approve before the call runs "
+                '(a policy\'s "approvers"; 1 by default)',
+            },
+            "approvals_given": {"type": "integer", "description": "People who approved so far"},
+            "notifications": {
+                "type": "array",
+                "description": "What reached whom: each mail, Slack post and webhook about it",
+                "items": {
+                    "type": "object",
+                    "required": ["channel", "to", "state", "error"],
+                    "properties": {
+                        "channel": {"type": "string", "enum": ["email", "slack", "webhook"]},
+                        "to": {"type": "string"},
+                        "state": {"type": "string", "enum": ["queued", "sent", "failed"]},
+                        "error": {"type": ["string", "null"]},
+                        "attempts": {"type": "integer"},
+                        "topic": {"type": "string"},
+                        "delivery_id": {"type": "string"},
+                        "sent_at": {"type": ["string", "null"], "format": "date-time"},
+                    },
+                },
+            },
         },
     },
 }

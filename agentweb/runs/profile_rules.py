@@ -15,6 +15,7 @@ from typing import Any
 from django.conf import settings
 
 from agentweb.runs import agents, toolset
+from agentweb.runs.policies import split_policy
 from agentweb.runtime.approvals import Threshold, parse_policy
 
 #: Fields of a profile in JSON, in the order shown; only name and system_prompt required
@@ -81,15 +82,22 @@ def policy_errors(policies: Any, risk_of: Callable[[str], str] | None = None) ->
     risky a tool is (default: ``toolset.risk_of`` without a profile's overrides)."""
     example = (
         'an object of tool: "always" | "never" | "default" | '
-        '{"argument": "amount", "at_least": 20, "sum_per": "order_id"}'
+        '{"argument": "amount", "at_least": 20, "sum_per": "order_id"}, optionally with '
+        '"approvers": 2 and "escalate_after_minutes": 30 (or {"approvers": 2} alone)'
     )
     if not isinstance(policies, dict):
         return example
     for name, rule in policies.items():
         try:
-            parsed = parse_policy(rule)
+            runtime_rule, people = split_policy(rule)
+            parsed = parse_policy(runtime_rule)
         except ValueError as exc:
             return f"{name}: {exc}; expected {example}"
+        if people.escalate_after_minutes is not None and not settings.AGENTWEB_ESCALATION_GROUP:
+            return (
+                f"{name}: escalate_after_minutes needs the installation's "
+                "AGENTWEB_ESCALATION_GROUP (who is told when nobody decided in time)"
+            )
         if isinstance(parsed, Threshold):
             for key in (parsed.argument, parsed.sum_per):
                 if key is not None and (not key.isidentifier() or "__" in key):

@@ -72,7 +72,8 @@ def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
         vision=profile.vision,
         # The profile's approval rules wrap the tools' own (runtime.approvals); totals
         # of earlier calls come from the journal and the approvals (runs.policies).
-        approval_policies=dict(profile.approval_policies or {}),
+        # (how many people decide, and when it escalates, is the host's: runs.policies)
+        approval_policies=policies.runtime_policies(profile.approval_policies),
         model_deadline=float(settings.AGENTWEB_MODEL_DEADLINE_SECONDS),
     )
     # Completion validator: only the one the profile names (none by default).

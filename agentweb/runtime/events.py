@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Literal, TypedDict, get_args
 
 __all__ = [
     "APPROVAL_DECIDED",
+    "APPROVAL_GIVEN",
     "APPROVAL_REQUESTED",
     "COMPLETION_OBJECTED",
     "CONTEXT_COMPACTED",
@@ -42,6 +43,7 @@ __all__ = [
     "TOOL_CALL_STARTED",
     "UNSET",
     "ApprovalDecided",
+    "ApprovalGiven",
     "ApprovalRequested",
     "CompletionObjected",
     "ContextCompacted",
@@ -76,6 +78,7 @@ RUN_CANCELLED = "run_cancelled"
 SUBTASK_STARTED = "subtask_started"
 SUBTASK_FINISHED = "subtask_finished"
 COMPLETION_OBJECTED = "completion_objected"  # a validator sent the answer back
+APPROVAL_GIVEN = "approval_given"  # stored by the host: one person of a quorum approved
 
 
 class EventShapeError(ValueError):
@@ -280,6 +283,20 @@ class ApprovalDecided(_EventBase):
 
 
 @dataclass(slots=True, kw_only=True)
+class ApprovalGiven(_EventBase):
+    """Stored by the host: one person of a quorum approved a call, which waits for the
+    others (``given`` of ``needed`` distinct people so far)."""
+
+    type: Literal["approval_given"] = field(default="approval_given", init=False)
+    call_id: str
+    tool: str
+    by: str
+    given: int
+    needed: int
+    edited: bool  # this person changed the arguments: the others approve those
+
+
+@dataclass(slots=True, kw_only=True)
 class ContextCompacted(_EventBase):
     """``done`` holds one key per action taken, with what it acted on; they are stored
     as keys of their own, between ``actions`` and ``window_start``."""
@@ -362,6 +379,7 @@ Event = (
     | SubtaskStarted
     | SubtaskFinished
     | CompletionObjected
+    | ApprovalGiven
 )
 
 #: Each event type's class.
@@ -421,6 +439,7 @@ run_cancelled = RunCancelled
 run_failed = RunFailed
 approval_requested = ApprovalRequested
 approval_decided = ApprovalDecided
+approval_given = ApprovalGiven
 subtask_started = SubtaskStarted
 
 

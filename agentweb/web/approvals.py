@@ -13,6 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from agentweb.middleware import BadInput, strict_json
+from agentweb.outbox.actions import notifications_about
 from agentweb.runs import actions, approval_why
 from agentweb.runs.models import Approval
 from agentweb.web import approval_form, fragments
@@ -28,6 +29,7 @@ def _pending_approvals(user: Any) -> list[dict[str, Any]]:
     )
     pending = list(qs[:500])
     explained = approval_why.explain_many(pending)
+    told = notifications_about("approval", [a.pk for a in pending])  # agentweb.notify's
     rows = []
     for approval in pending:
         allowed, why = actions.may_decide(user, approval)
@@ -38,6 +40,7 @@ def _pending_approvals(user: Any) -> list[dict[str, Any]]:
                 "why": why,
                 "explained": explained[approval.pk],
                 "form_fields": fragments.edit_fields(approval) if allowed else None,
+                "notifications": told.get(approval.pk, []),
             }
         )
     return rows

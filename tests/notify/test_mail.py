@@ -163,7 +163,8 @@ def test_an_expired_request_stops_its_links(mailed: Any, team: dict[str, Any]) -
 
 def test_changed_arguments_stop_the_links(mailed: Any, team: dict[str, Any]) -> None:
     waiting, links = mailed
-    Approval.objects.filter(pk=waiting.approval.pk).update(arguments_hash="0" * 64)
+    changed = {"order_id": "A1001", "amount": 99, "reason": "edited"}  # as a first approver may
+    Approval.objects.filter(pk=waiting.approval.pk).update(edited_arguments=changed)
     answer = login(team["alice"]).post(links["alice"], {"decision": "approve"})
     assert answer.status_code == 409 and b"changed" in answer.content
     assert status(waiting.approval) == "pending"
@@ -196,3 +197,25 @@ def test_without_mail_nothing_is_mailed(team: dict[str, Any], settings: Any) -> 
     notify.do_notify_requested(waiting.approval)
     assert notify.notifications(waiting.approval.pk) == []
     assert ApprovalLink.objects.count() == 0
+
+
+def test_the_inbox_and_the_api_say_what_reached_whom(
+    team: dict[str, Any], smtp: FakeSmtpServer
+) -> None:
+    waiting = waiting_refund(team["starter"])
+    notify.do_notify_requested(waiting.approval)
+    smtp.refuse(1, "550 5.1.1 No such user")  # the first mail (alice's) bounces for good
+    send_all()
+    alice = login(team["alice"])
+    [shown] = alice.get("/api/approvals?status=pending").json()["approvals"]
+    told = {n["to"]: (n["channel"], n["state"], n["error"]) for n in shown["notifications"]}
+    assert told["bob <bob@example.test>"] == ("email", "sent", None)
+    channel, state, error = told["alice <alice@example.test>"]
+    assert (channel, state) == ("email", "failed") and "550" in error
+    inbox = alice.get("/approvals/").content.decode()
+    assert (
+        "Told:" in inbox and "email bob &lt;bob@example.test&gt; · <strong>sent</strong>" in inbox
+    )
+    assert "No such user" in inbox
+    page = alice.get(f"/approvals/{waiting.approval.pk}/").content.decode()
+    assert 'id="notifications"' in page and "No such user" in page

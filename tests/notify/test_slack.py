@@ -155,7 +155,8 @@ def test_a_bad_signature_is_401_and_decides_nothing(posted: Any, slack: Receiver
 
 def test_a_button_for_changed_arguments_decides_nothing(posted: Any, slack: Receiver) -> None:
     waiting, message = posted
-    Approval.objects.filter(pk=waiting.approval.pk).update(arguments_hash="f" * 64)
+    changed = {"order_id": "A1001", "amount": 99, "reason": "edited"}  # as a first approver may
+    Approval.objects.filter(pk=waiting.approval.pk).update(edited_arguments=changed)
     click(slack, message, "UALICE")
     assert status(waiting) == "pending"
     assert "changed" in responses(slack)[0]["text"]

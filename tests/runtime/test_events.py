@@ -129,6 +129,7 @@ BUILT: list[ev.Event] = [
     ev.SubtaskFinished(task_id=7, status="succeeded", result="x", truncated=True),
     ev.SubtaskFinished(task_id=8, status="failed", error="the task was cancelled"),
     ev.CompletionObjected(validator="claims.check", reason="unfounded"),
+    ev.ApprovalGiven(call_id="c9", tool="pay", by="ann", given=1, needed=2, edited=True),
 ]  # fmt: skip
 
 

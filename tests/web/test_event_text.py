@@ -50,6 +50,9 @@ SAMPLES: dict[str, ev.Event] = {
             tool="pay_out",
             by="approver",
         ),
+        ev.ApprovalGiven(
+            call_id="c2", tool="pay_out", by=f"ann {EVIL}", given=1, needed=2, edited=False
+        ),
         ev.ContextCompacted(
             tokens_before=9000,
             tokens_after=3000,
@@ -99,6 +102,11 @@ WORDS: dict[str, tuple[str, str, tuple[str, str] | None]] = {
     "run_finished": (f"answered: Done. {EVIL}", f"finished: Done.\n{EVIL}", None),
     "run_failed": (f"failed: broke {EVIL}", f"failed: broke {EVIL}", None),
     "run_cancelled": ("cancelled", "run_cancelled", None),
+    "approval_given": (
+        f"pay_out approved by ann {EVIL} (1 of 2)",
+        f"✔ pay_out approved by ann {EVIL} (1 of 2)",
+        None,
+    ),
     "subtask_started": ("delegated task #7 to billing", "subtask_started", None),
     "subtask_finished": ("task #7 succeeded", "subtask_finished", None),
     "completion_objected": (
