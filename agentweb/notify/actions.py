@@ -10,7 +10,6 @@ import hashlib
 import hmac
 import logging
 import secrets
-from collections.abc import Iterable
 from datetime import datetime, timedelta
 from email.utils import formataddr
 from typing import Any
@@ -31,49 +30,19 @@ from agentweb.runs.policies import people_for
 log = logging.getLogger(__name__)
 
 ABOUT = "approval"  # deliveries of an approval's notifications: ("approval", id)
-DECIDE_PERMISSION = "runs.decide_approval"
 
 
 # --- who ---------------------------------------------------------------------------------
 
 
-def _deciders(candidates: Iterable[User], approval: Approval) -> list[User]:
-    """Of ``candidates``, those who may decide ``approval`` (the rule of the decision
-    itself: never the run's starter), with an email address."""
-    out = []
-    for user in candidates:
-        if not user.email:
-            continue
-        allowed, _ = runs.may_decide(user, approval)
-        if allowed:
-            out.append(user)
-    return out
-
-
 def recipients(approval: Approval) -> list[User]:
-    """Everyone who may decide the approval and has an email address."""
-    perm_app, perm_code = DECIDE_PERMISSION.split(".")
-    holders = (
-        User.objects.filter(is_active=True)
-        .filter(
-            Q(is_superuser=True)
-            | Q(
-                user_permissions__codename=perm_code,
-                user_permissions__content_type__app_label=perm_app,
-            )
-            | Q(
-                groups__permissions__codename=perm_code,
-                groups__permissions__content_type__app_label=perm_app,
-            )
-        )
-        .exclude(email="")
-        .distinct()
-        .order_by("pk")
-    )
-    return _deciders(holders, approval)
+    """Everyone who may decide the approval (``runs.deciders``: the permission, its team,
+    never the run's starter) and has an email address."""
+    return list(runs.deciders(approval).exclude(email="").order_by("pk"))
 
 
 def escalation_recipients(approval: Approval) -> list[User]:
+    """The members of ``AGENTWEB_ESCALATION_GROUP`` who may decide the approval."""
     name = settings.AGENTWEB_ESCALATION_GROUP
     if not name:
         return []
@@ -81,8 +50,9 @@ def escalation_recipients(approval: Approval) -> list[User]:
     if group is None:
         log.warning("AGENTWEB_ESCALATION_GROUP names %r, which is not a group", name)
         return []
-    members = group.user_set.filter(is_active=True).order_by("pk")
-    return _deciders(members, approval)
+    return list(
+        runs.deciders(approval).filter(groups=group).exclude(email="").order_by("pk").distinct()
+    )
 
 
 def slack_user(slack_id: str) -> User | None:
@@ -225,8 +195,9 @@ def do_escalate_and_remind(now: datetime | None = None) -> int:
     for pk in list(due):
         if ApprovalNotice.objects.filter(pk=pk, reminded_at__isnull=True).update(reminded_at=now):
             notice = ApprovalNotice.objects.select_related("approval__run").get(pk=pk)
-            users = list(User.objects.filter(pk__in=notice.notified, is_active=True))
-            users = _deciders(users, notice.approval)
+            users = list(
+                runs.deciders(notice.approval).filter(pk__in=notice.notified).order_by("pk")
+            )
             needed, given = quorum(notice.approval)
             card = approval_card(notice.approval, needed=needed, given=given)
             if settings.AGENTWEB_SMTP is not None:

@@ -115,7 +115,9 @@ def _approval_decided(d: Mapping[str, Any]) -> EventText:
 def _approval_given(d: Mapping[str, Any]) -> EventText:
     tool, by = d.get("tool"), d.get("by")
     progress = f"{d.get('given')} of {d.get('needed')}"
-    return EventText(f"{tool} approved by {by} ({progress})", f"✔ {tool} approved by {by} ({progress})")
+    return EventText(
+        f"{tool} approved by {by} ({progress})", f"✔ {tool} approved by {by} ({progress})"
+    )
 
 
 def _context_compacted(d: Mapping[str, Any]) -> EventText:
