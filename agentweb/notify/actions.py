@@ -25,7 +25,7 @@ from agentweb.notify.models import ApprovalLink, ApprovalNotice, SlackIdentity, 
 from agentweb.outbox import actions as outbox
 from agentweb.runs import actions as runs
 from agentweb.runs.models import Approval, Run, arguments_hash
-from agentweb.runs.policies import people_for
+from agentweb.runs.people import people_for
 
 log = logging.getLogger(__name__)
 

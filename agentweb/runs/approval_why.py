@@ -17,7 +17,8 @@ from decimal import Decimal
 from typing import Any
 
 from agentweb.runs.models import AgentProfile, Approval, RunEvent
-from agentweb.runs.policies import prior_total, split_policy
+from agentweb.runs.people import split_policy
+from agentweb.runs.policies import prior_total
 from agentweb.runs.toolset import registry, risk_of
 
 # _limit, _number: the rule's own words for a limit and its reading of a number

@@ -34,7 +34,7 @@ from django.utils import timezone
 
 from agentweb.runs import publish, queue, store
 from agentweb.runs.models import Approval, ApprovalVote, Run, ToolExecution, arguments_hash
-from agentweb.runs.policies import people_for
+from agentweb.runs.people import people_for
 from agentweb.runs.queue import QUEUE_GRACE
 from agentweb.runtime import events as ev
 from agentweb.runtime.state import Failed, Finished, NeedsApproval, NeedsSubtasks

@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 
 from agentweb.runs import agents, toolset
-from agentweb.runs.policies import split_policy
+from agentweb.runs.people import split_policy
 from agentweb.runtime.approvals import Threshold, parse_policy
 
 #: Fields of a profile in JSON, in the order shown; only name and system_prompt required

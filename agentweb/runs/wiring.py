@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from agentweb.runs import agents, delegation, policies, toolset
+from agentweb.runs import agents, delegation, people, policies, toolset
 from agentweb.runs.images import DbImageStore
 from agentweb.runs.journal import DbJournal
 from agentweb.runs.models import Run
@@ -73,7 +73,7 @@ def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
         # The profile's approval rules wrap the tools' own (runtime.approvals); totals
         # of earlier calls come from the journal and the approvals (runs.policies).
         # (how many people decide, and when it escalates, is the host's: runs.policies)
-        approval_policies=policies.runtime_policies(profile.approval_policies),
+        approval_policies=people.runtime_policies(profile.approval_policies),
         model_deadline=float(settings.AGENTWEB_MODEL_DEADLINE_SECONDS),
     )
     # Completion validator: only the one the profile names (none by default).

@@ -15,7 +15,7 @@ from django.test import Client
 from agentweb.runs import actions, engine
 from agentweb.runs.errors import ActionError, Conflict, NotAllowed
 from agentweb.runs.models import AgentProfile, Approval, ApprovalVote, Run, RunEvent
-from agentweb.runs.policies import runtime_policies, split_policy
+from agentweb.runs.people import runtime_policies, split_policy
 from agentweb.runtime.testing import call
 from tests.runs import sample_tools
 
