@@ -53,6 +53,10 @@ def _ms(value: Any) -> float:
 
 
 def _run_started(d: Mapping[str, Any]) -> EventText:
+    missing = [str(n) for n in d.get("missing_tools") or () if isinstance(n, str)]
+    if missing:
+        note = f"run started without {', '.join(missing)} (not loaded here)"
+        return EventText(note, f"{ev.RUN_STARTED}: {note}")
     return EventText("run started", ev.RUN_STARTED)
 
 

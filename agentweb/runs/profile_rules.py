@@ -44,12 +44,17 @@ def profile_errors(profile: Any) -> dict[str, str]:
     errors: dict[str, str] = {}
     loaded = set(toolset.registry().names())
     builtin = set(toolset.BUILTIN_RISK)  # offered by agentweb itself, never in a module
+    kept = _stored_names(profile)
     for field in ("allowed_tools", "risk_overrides", "approval_policies"):
         names = getattr(profile, field)
         known = loaded | builtin
         if field == "allowed_tools":  # every tool of one MCP server: "<server>__*"
             known = known | toolset.tool_wildcards()
         if isinstance(names, list | dict):
+            # A name the stored profile has already stays (its module may be unloaded
+            # since: the page and its runs say so), so what `agents export` printed
+            # imports again; a new unknown name is refused.
+            known = known | kept.get(field, set())
             unknown = sorted(str(n) for n in names if n not in known)
             if unknown:
                 errors[field] = (
@@ -72,6 +77,25 @@ def profile_errors(profile: Any) -> dict[str, str]:
     if profile.context_budget_tokens is not None and profile.context_budget_tokens < 1000:
         errors["context_budget_tokens"] = "must be at least 1000"
     return errors
+
+
+def _stored_names(profile: Any) -> dict[str, set[str]]:
+    """The tool names the stored row of ``profile`` already has, per field (none for a
+    new profile)."""
+    if getattr(profile, "pk", None) is None:
+        return {}
+    row = (
+        type(profile)
+        .objects.filter(pk=profile.pk)
+        .values("allowed_tools", "risk_overrides", "approval_policies")
+        .first()
+    )
+    if row is None:
+        return {}
+    return {
+        field: {str(n) for n in value} if isinstance(value, list | dict) else set()
+        for field, value in row.items()
+    }
 
 
 def policy_errors(policies: Any, risk_of: Callable[[str], str] | None = None) -> str | None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from agentweb.runs import actions
+from agentweb.runs import actions, toolset
 from agentweb.runs.api_input import ChangeProfile, CreateProfile, ProfileFields, ReplaceProfile
 from agentweb.runs.models import AgentProfile
 from agentweb.runs.profile_rules import FIELDS as FIELDS  # known here too
@@ -221,16 +221,19 @@ def seed_profiles() -> list[AgentProfile]:
             "validator": CLAIMS_VALIDATOR,
         },
     )
-    ops, _ = AgentProfile.objects.get_or_create(
-        name="ops-assistant",
-        defaults={
-            "description": "Checks tracking pages, reads files and computes with a sandbox "
+    # Seeded only where its tools are loaded: what the product seeds must work, and
+    # `agents export` of it must `agents import` again (issue 26.10).
+    ops = AgentProfile.objects.filter(name="ops-assistant").first()
+    ops_tools = [*READ_ONLY_TOOLS, "add_customer_note", *WORKBENCH_TOOLS]
+    if ops is None and not toolset.missing_tools(AgentProfile(allowed_tools=ops_tools)):
+        ops = AgentProfile.objects.create(
+            name="ops-assistant",
+            description="Checks tracking pages, reads files and computes with a sandbox "
             "(needs AGENTWEB_TOOLS to include tools.workbench).",
-            "system_prompt": OPS_ASSISTANT_PROMPT,
-            "allowed_tools": [*READ_ONLY_TOOLS, "add_customer_note", *WORKBENCH_TOOLS],
-            "max_iterations": 20,
-        },
-    )
+            system_prompt=OPS_ASSISTANT_PROMPT,
+            allowed_tools=ops_tools,
+            max_iterations=20,
+        )
     specialists = [
         AgentProfile.objects.get_or_create(
             name=name,
@@ -271,4 +274,4 @@ def seed_profiles() -> list[AgentProfile]:
             "validator": CLAIMS_VALIDATOR,
         },
     )
-    return [assistant, triage, ops, *specialists, coordinator]
+    return [assistant, triage, *([ops] if ops else []), *specialists, coordinator]

@@ -104,6 +104,18 @@ def allowed_tools(profile: Any) -> list[str]:
     return out
 
 
+def missing_tools(profile: Any) -> list[str]:
+    """The tools ``profile`` names that this process cannot offer now (their module is not
+    in AGENTWEB_TOOLS, their MCP server is gone): its page says so, and so does each of
+    its runs as it starts (``run_started``'s ``missing_tools``), instead of running
+    silently without them."""
+    named = getattr(profile, "allowed_tools", None)
+    if not isinstance(named, list):
+        return []
+    offered = set(registry().names()) | set(BUILTIN_RISK) | tool_wildcards()
+    return [n for n in named if isinstance(n, str) and n not in offered]
+
+
 def tool_modules() -> tuple[ModuleType, ...]:
     """The modules named by AGENTWEB_TOOLS (the domains of this installation)."""
     return _modules(tuple(settings.AGENTWEB_TOOLS))

@@ -75,6 +75,9 @@ def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
         # (how many people decide, and when it escalates, is the host's: runs.policies)
         approval_policies=people.runtime_policies(profile.approval_policies),
         model_deadline=float(settings.AGENTWEB_MODEL_DEADLINE_SECONDS),
+        # run_started says what the model is not offered although the profile names it
+        missing_tools=toolset.missing_tools(profile),
+        agent_version=None,  # profile versions (DESIGN §14) give the run's version here
     )
     # Completion validator: only the one the profile names (none by default).
     validator = agents.load_validator(profile.validator) if profile.validator else None

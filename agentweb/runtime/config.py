@@ -28,3 +28,7 @@ class AgentConfig(BaseModel):
     # Per tool: "always" | "never" | "default" | {"argument", "at_least", "sum_per"?};
     # they take precedence over the tools' own rules (see ``approvals``).
     approval_policies: dict[str, Any] = Field(default_factory=dict)
+    # What ``run_started`` tells besides: the profile's version (None: the host keeps
+    # none) and the tools the profile names that the host cannot offer.
+    agent_version: int | None = None
+    missing_tools: list[str] = Field(default_factory=list)

@@ -198,6 +198,12 @@ class RunStarted(_EventBase):
     scripted: bool
     tools: list[str]
     max_iterations: int
+    # The system prompt as the model is given it (rendered, with what the host added).
+    system_prompt: str | None = field(default=None, metadata=IF_GIVEN)
+    # The version of the agent profile the run runs, when the host keeps versions.
+    agent_version: int | None = field(default=None, metadata=IF_GIVEN)
+    # Tools the profile names that the host cannot offer (not loaded): said, not hidden.
+    missing_tools: list[str] = field(default_factory=list, metadata=IF_TRUE)
 
 
 @dataclass(slots=True, kw_only=True)

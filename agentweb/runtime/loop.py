@@ -344,12 +344,17 @@ class Agent:
     # -- event builders --------------------------------------------------------------------
 
     def _run_started(self, state: LoopState) -> Event:
+        first = state.messages[0] if state.messages else None
         return ev.RunStarted(
             task=state.task,
             model=self.model.name,
             scripted=bool(getattr(self.model, "scripted", False)),
             tools=self.tools.names(),
             max_iterations=self.config.max_iterations,
+            # as the first call sends it (a host may have added to it since ``start``)
+            system_prompt=first.content if isinstance(first, SystemMessage) else None,
+            agent_version=self.config.agent_version,
+            missing_tools=list(self.config.missing_tools),
         )
 
     @staticmethod

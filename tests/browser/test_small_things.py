@@ -176,3 +176,35 @@ def test_the_readme_example_gets_a_right_answer(
     assert "Adding or removing items" not in timeline
     assert "search_kb" not in timeline and "escalate_to_carrier" not in timeline
     operator.shot(f"readme-where-is-a1001-{width}")
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_a_profile_whose_tools_are_not_loaded_says_so(
+    login: Any, demo: dict[str, Any], width: int
+) -> None:
+    from agentweb.runs.models import AgentProfile, Run
+
+    profile = AgentProfile.objects.create(
+        name=f"ops-{width}",
+        system_prompt="You compute for {{user}}.",
+        allowed_tools=["get_order", "run_python", "browse"],
+    )
+    admin = login("admin", width=width)
+    page = admin.page
+    admin.goto(f"/agents/{profile.pk}/")
+    notice = page.locator(".missing-tools").inner_text()
+    assert "Tools not loaded:" in notice and "run_python" in notice and "browse" in notice
+    admin.shot(f"missing-tools-profile-{width}")
+    run = actions.do_create_run(
+        user=demo["operator"], task="Where is order A1001?", agent_name=profile.name
+    )
+    admin.goto(f"/runs/{run.pk}/")
+    page.wait_for_selector(".ev-run_started .missing-tools", timeout=30_000)
+    text = page.locator(".ev-run_started").inner_text()
+    assert "does not load: run_python, browse" in text
+    page.locator(".ev-run_started details.system-prompt > summary").click()
+    assert "You compute for operator." in page.locator(".ev-run_started").inner_text()
+    from tests.conftest import wait_for
+
+    wait_for(lambda: Run.objects.get(pk=run.pk).status != "running", 60)
+    admin.shot(f"missing-tools-run-{width}")

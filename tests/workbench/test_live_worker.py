@@ -53,10 +53,24 @@ def live_worker(
     proc.stop()
 
 
+@pytest.fixture
+def ops_assistant(demo: dict[str, Any], settings: Any) -> Iterator[None]:
+    """The demo seeds ops-assistant only where tools.workbench is loaded, as the worker has."""
+    from agentweb.runs import toolset
+    from agentweb.runs.profiles import seed_profiles
+
+    settings.AGENTWEB_TOOLS = ["tools.ticket", "tools.workbench"]
+    toolset.registry.cache_clear()
+    seed_profiles()
+    yield
+    toolset.registry.cache_clear()
+
+
 def test_a_worker_computes_in_the_sandbox_and_looks_at_a_page(
     live_worker: dict[str, Any],
     llm: FakeLLMServer,
     demo: dict[str, Any],
+    ops_assistant: None,
     enqueued: list[int],
     site: Site,
     settings: Any,

@@ -14,6 +14,7 @@ import pytest
 
 from agentweb.runs import actions, agents, engine, toolset
 from agentweb.runs.models import Run, RunEvent, RunImage
+from agentweb.runs.profiles import seed_profiles
 from agentweb.runtime.images import image_size
 from agentweb.runtime.openai import OpenAIChatModel
 from tests.fakes.llm_server import FakeLLMServer, oa_call, oa_reply
@@ -34,6 +35,7 @@ def workbench(settings: Any, fake_llm: FakeLLMServer, monkeypatch: pytest.Monkey
     settings.AGENTWEB_TOOLS = ["tools.ticket", "tools.workbench"]
     settings.AGENTWEB_STREAM = False
     agents.registry.cache_clear()
+    seed_profiles()  # ops-assistant: seeded where tools.workbench is loaded
     provider = fast_provider("openai", fake_llm.openai_url, read_timeout=30.0)
     model = OpenAIChatModel("fake-vision", provider)
     monkeypatch.setattr(agents, "model_for", lambda spec: model)

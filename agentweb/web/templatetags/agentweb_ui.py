@@ -11,6 +11,7 @@ from django import template
 from django.utils import timezone
 from django.utils.html import format_html
 
+from agentweb.runs import toolset as _toolset
 from agentweb.runs.event_text import pretty as _pretty
 from agentweb.web import outcome as _outcome
 
@@ -181,6 +182,15 @@ def break_points(value: Any) -> list[str]:
     """A dotted path or model string in pieces a line may break after (the template puts
     a ``<wbr>`` between them): ``agentweb.`` ``shop.`` ``validators.`` ``claims_validator``."""
     return re.findall(r"[^.:/]*[.:/]|[^.:/]+$", str(value or "")) or [""]
+
+
+@register.filter
+def missing_tools(profile: Any) -> list[str]:
+    """The tools an agent profile names that this installation does not load."""
+    try:
+        return _toolset.missing_tools(profile)
+    except Exception:  # a broken tool module must not take the page down
+        return []
 
 
 @register.filter
