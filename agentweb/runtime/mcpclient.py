@@ -43,7 +43,7 @@ from pydantic import ValidationError
 
 from .execution import shared_pool
 from .mcpserver import CallOutcome, ServerConfig, ServerStatus, ToolInfo, listener
-from .mcpwire import ENDED, StderrLog, Wire, clip, garbage
+from .mcpwire import ENDED, SPAWNED, StderrLog, Wire, children, clip, garbage
 
 __all__ = [
     "McpConnection",
@@ -605,14 +605,13 @@ def close_all(wait: float = CLOSE_WAIT) -> None:
 
 
 def live_processes() -> list[int]:
-    """Process ids of this process's children (for tests and the bench: no leaks)."""
-    pid = os.getpid()
-    children: list[int] = []
-    with contextlib.suppress(OSError):
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as fh:
-                children.extend(int(p) for p in fh.read().split())
-    return children
+    """The stdio servers this process started that still exist, reaped ones forgotten
+    (a zombie still exists): for tests and the bench, no leaks."""
+    mine = set(children())
+    for pid in list(SPAWNED):
+        if pid not in mine:
+            SPAWNED.discard(pid)
+    return sorted(SPAWNED)
 
 
 atexit.register(close_all, 5.0)

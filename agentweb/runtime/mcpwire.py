@@ -13,7 +13,7 @@ import mcp_types as types
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 
-__all__ = ["ENDED", "Peer", "StderrLog", "Wire", "clip", "garbage"]
+__all__ = ["ENDED", "SPAWNED", "Peer", "StderrLog", "Wire", "children", "clip", "garbage"]
 
 log = logging.getLogger("agentweb.runtime.mcpclient")
 
@@ -22,12 +22,29 @@ STDERR_LINE = 2000  # characters of one stderr line kept for the log
 ENDED = "closed the connection during the call (it stopped or crashed)"
 
 
+#: Process ids of the stdio servers this process started (for the leak checks).
+SPAWNED: set[int] = set()
+
+
 class Peer(Protocol):
     """What the wire tells the session it carries."""
 
     written: set[str]
+    stderr: StderrLog | None
 
     def broke(self, why: str) -> None: ...
+
+
+def children() -> list[int]:
+    """This process's child processes (zombies included)."""
+    found: list[int] = []
+    try:
+        for task in os.listdir(f"/proc/{os.getpid()}/task"):
+            with open(f"/proc/{os.getpid()}/task/{task}/children") as fh:
+                found.extend(int(p) for p in fh.read().split())
+    except OSError:
+        pass
+    return found
 
 
 def clip(text: str, n: int = 300) -> str:
@@ -57,6 +74,10 @@ class Wire:
 
     async def __aenter__(self) -> tuple[Any, Any]:
         read, write = await self.inner.__aenter__()
+        if self.session.stderr is not None:  # a stdio server: note its process
+            pid = self.session.stderr.writer_pid()
+            if pid is not None:
+                SPAWNED.add(pid)
         return _Reader(read, self), _Writer(write, self)
 
     async def __aexit__(self, *exc: Any) -> Any:
@@ -167,6 +188,17 @@ class StderrLog:
         self.recent: deque[str] = deque(maxlen=10)  # the last lines, told when it fails
         self._loop = asyncio.get_running_loop()
         self._loop.add_reader(read_fd, self._readable)
+
+    def writer_pid(self) -> int | None:
+        """The child process whose stderr is this pipe (the server just started)."""
+        wanted = f"pipe:[{os.fstat(self._read_fd).st_ino}]"
+        for pid in children():
+            try:
+                if os.readlink(f"/proc/{pid}/fd/2") == wanted:
+                    return pid
+            except OSError:
+                continue
+        return None
 
     def parent_done(self) -> None:
         """The process has its copy: close ours, so the pipe ends when the server does."""
