@@ -156,6 +156,7 @@ _STATUS_MESSAGES = {
     404: "no such API path (see /api/openapi.json)",
     405: "method not allowed here",
     413: f"the request body is larger than {MAX_API_BODY:,} bytes",
+    415: "send the request body as JSON (Content-Type: application/json)",
     500: "internal error; it was logged",
     503: "the database is unavailable; try again shortly",
 }
@@ -247,6 +248,12 @@ class EdgeMiddleware:
                     return refuse(request, 400, "bad_input", "a cookie contains a NUL character")
             content_type = request.content_type or ""
             if request.method in ("POST", "PUT", "PATCH", "DELETE"):
+                # The API reads JSON bodies only. The body is read first, so that parsing
+                # the form leaves it readable (an empty form, as test clients send with a
+                # bodiless POST, goes on).
+                multipart = is_api(request) and content_type == "multipart/form-data"
+                if multipart and request.body and (request.POST or request.FILES):
+                    return refuse(request, 415, "unsupported_media_type", _STATUS_MESSAGES[415])
                 if content_type in _FORM_TYPES:
                     for name, values in request.POST.lists():
                         for text in (name, *values):

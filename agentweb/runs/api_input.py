@@ -178,6 +178,22 @@ class ProfileFields(Input):
     #: fields whose default the schema does not show (not applied when left out)
     undocumented_defaults: ClassVar[tuple[str, ...]] = ("name", "system_prompt")
 
+    @field_validator("tool_selection")
+    @classmethod
+    def _selection(cls, value: int | str | None) -> int | str | None:
+        """ "all", or N from 1 to MAX_TOP_N: a JSON integer, or its ASCII digits (a form's
+        text; "²" and "٣" are digits to Python, not to us)."""
+        if isinstance(value, str):
+            text = value.strip()
+            if text == "all":
+                return text
+            if not (text.isascii() and text.isdecimal() and len(text) <= 3):
+                raise ValueError(_SELECTION)
+            value = int(text)
+        if value is not None and not 1 <= value <= MAX_TOP_N:
+            raise ValueError(_SELECTION)
+        return value
+
     @classmethod
     def read(cls, data: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
         """The fields given in ``data`` in model form (null: blank; names stripped), and

@@ -6,13 +6,17 @@ Nothing read from a file is stored or executed.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from datetime import datetime
-from typing import IO, Any
+from typing import IO, Any, Union, get_args, get_type_hints
 
 from django.utils import timezone
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from agentweb.middleware import BadInput, strict_json
 from agentweb.runs.models import Approval, Run, RunEvent
+from agentweb.runtime import events as ev
 
 EXPORT_SCHEMA = "agentweb.run-export/1"
 MAX_IMPORT_BYTES = 10_000_000
@@ -110,7 +114,8 @@ class ImportedEvent:
             raise ValueError("seq")
         self.seq = seq
         self.type = str(raw["type"])[:100]
-        self.data = raw.get("data") if isinstance(raw.get("data"), dict) else {}
+        data = raw.get("data")
+        self.data: dict[str, Any] = data if isinstance(data, dict) else {}
         self.at = _parse_at(raw.get("at"))
 
 
@@ -125,6 +130,63 @@ def _parse_at(value: Any) -> datetime | None:
     if at.tzinfo is None or not 1970 <= at.year <= 2999:
         return None
     return at
+
+
+class ToolCallItem(BaseModel):
+    """An item of ``model_called``'s ``tool_calls`` as the runtime writes it
+    (agentweb/runtime/loop.py); its event class types the items loosely."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+
+    name: str
+    id: str | None = None
+    arguments: Any = None  # parsed JSON, or the text the model sent
+    cut_off: bool = False
+
+
+#: Where the pages read more of an event's data than its class in the runtime says.
+_NARROWER: dict[tuple[str, str], Any] = {(ev.MODEL_CALLED, "tool_calls"): list[ToolCallItem]}
+
+
+@functools.cache
+def _field_types(kind: str) -> dict[str, Any]:
+    """The stored keys of event type ``kind`` and their types (the runtime's classes)."""
+    cls = ev.CLASSES.get(kind)
+    if cls is None:
+        return {}
+    hints = get_type_hints(cls)
+    out = {}
+    for item in dataclasses.fields(cls):
+        annotation = hints[item.name]
+        args = get_args(annotation)
+        if ev.Unset in args:  # a key that is there holds a value
+            annotation = Union[tuple(a for a in args if a is not ev.Unset)]  # noqa: UP007
+        out[item.name] = _NARROWER.get((kind, item.name), annotation)
+    out.pop("type", None)
+    return out
+
+
+@functools.cache
+def _adapter(annotation: Any) -> TypeAdapter[Any]:
+    return TypeAdapter(annotation)
+
+
+def event_misfit(kind: str, data: dict[str, Any]) -> str | None:
+    """Where an event's ``data`` does not have the types of its type's keys in the
+    runtime (``agentweb.runtime.events``), or None. The keys it has are checked (an
+    export of an older version may lack some); other keys, and unknown types, are shown
+    as raw data."""
+    types = _field_types(kind)
+    for key, value in data.items():
+        if key not in types:
+            continue
+        try:
+            _adapter(types[key]).validate_python(value, strict=True)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            at = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first["loc"])
+            return f"{key}{at}: {first['msg'].lower()}"
+    return None
 
 
 def parse_export(raw: bytes) -> tuple[dict[str, Any], list[ImportedEvent]]:
@@ -149,9 +211,13 @@ def parse_export(raw: bytes) -> tuple[dict[str, Any], list[ImportedEvent]]:
         if not isinstance(item, dict) or "seq" not in item or "type" not in item:
             raise ValueError(f"event {i} lacks seq or type")
         try:
-            parsed.append(ImportedEvent(item))
+            imported = ImportedEvent(item)
         except (TypeError, ValueError):
             raise ValueError(f"event {i} has a seq that is not a number") from None
+        problem = event_misfit(imported.type, imported.data)
+        if problem:
+            raise ValueError(f"event {i} ({imported.type[:40]}): data.{problem}")
+        parsed.append(imported)
     parsed.sort(key=lambda e: e.seq)
     seqs = [e.seq for e in parsed]
     if len(set(seqs)) != len(seqs):

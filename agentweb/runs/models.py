@@ -71,7 +71,9 @@ class AgentProfile(models.Model):
     def top_n(self) -> int | None:
         """Tools offered per model call (None: every allowed tool, no search_tools)."""
         value = str(self.tool_selection).strip()
-        return int(value) if value.isdigit() and int(value) > 0 else None
+        if value.isascii() and value.isdecimal():  # not str.isdigit: int("²") raises
+            return int(value) or None
+        return None
 
     def clean(self) -> None:
         # The one place profile fields are checked: the admin, the /agents/ form, the

@@ -62,7 +62,9 @@ def profile_errors(profile: Any) -> dict[str, str]:
                     f"(loaded: {', '.join(sorted(loaded)) or 'none'})"
                 )
     selection = str(profile.tool_selection or "").strip()
-    if selection != "all" and not (selection.isdigit() and 1 <= int(selection) <= MAX_TOP_N):
+    if selection != "all" and not (
+        selection.isascii() and selection.isdecimal() and 1 <= int(selection) <= MAX_TOP_N
+    ):  # not str.isdigit: "²".isdigit(), and int("²") raises
         errors["tool_selection"] = f'"all" or a whole number from 1 to {MAX_TOP_N}'
     if profile.validator:
         problem = agents.validator_problem(profile.validator)

@@ -1,7 +1,7 @@
 """Agent profiles as data: their JSON shape (``GET /api/agents``, ``agents export``),
-creating or updating one from that JSON (API, ``agents import``), and the profiles an
-installation starts with (admins edit them afterwards). The field checks are
-``profile_rules``' (the model's ``clean()`` calls them)."""
+creating or updating one from that JSON (API, ``agents import``, the /agents/ form), and
+the profiles an installation starts with (admins edit them afterwards). The field checks
+are ``profile_rules``' (the model's ``clean()`` calls them)."""
 
 from __future__ import annotations
 
@@ -57,21 +57,15 @@ class ProfileInvalid(Exception):
         super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
 
 
-def save_profile(
-    data: dict[str, Any],
-    profile: AgentProfile | None = None,
-    *,
-    actor: Any = None,
-    partial: bool = False,
-) -> AgentProfile:
-    """Create (``profile`` None) or update a profile from its JSON shape (read by
-    ``api_input.CreateProfile``, ``ReplaceProfile`` or, ``partial``, ``ChangeProfile``)
-    and save it, with an audit entry.
-
-    Without ``partial`` the fields not given are reset to their defaults (PUT, import);
-    raises ``ProfileInvalid`` naming every field that is wrong, and ``NotAllowed`` before
-    reading anything when ``actor`` may not write profiles (``None``: the installation)."""
-    actions.check_change_profiles(actor, creating=profile is None)
+def prepare_profile(
+    data: dict[str, Any], profile: AgentProfile | None = None, *, partial: bool = False
+) -> tuple[AgentProfile, dict[str, Any]]:
+    """The profile ``data`` (its JSON shape) makes, checked and not saved, and the fields
+    it gives. ``data`` is read by ``api_input.CreateProfile`` (``profile`` None),
+    ``ReplaceProfile`` or, ``partial``, ``ChangeProfile``: the API, ``agents import`` and
+    the /agents/ form all pass these. Without ``partial`` the fields not given are reset
+    to their defaults (PUT, import); raises ``ProfileInvalid`` naming every field that is
+    wrong."""
     body = CreateProfile if profile is None else ChangeProfile if partial else ReplaceProfile
     values, errors = body.read(data)
     if errors:
@@ -87,6 +81,21 @@ def save_profile(
         profile.full_clean()
     except ValidationError as exc:
         raise ProfileInvalid(field_errors(exc)) from None
+    return profile, values
+
+
+def save_profile(
+    data: dict[str, Any],
+    profile: AgentProfile | None = None,
+    *,
+    actor: Any = None,
+    partial: bool = False,
+) -> AgentProfile:
+    """``prepare_profile``, then save it with an audit entry. Raises ``NotAllowed``
+    before reading anything when ``actor`` may not write profiles (``None``: the
+    installation)."""
+    actions.check_change_profiles(actor, creating=profile is None)
+    profile, values = prepare_profile(data, profile, partial=partial)
     return actions.do_save_profile(profile, actor=actor, fields=values)
 
 

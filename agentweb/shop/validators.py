@@ -173,15 +173,17 @@ def tool_results_of(state: Any) -> list[ToolResult]:
 
 
 def _ticket(ticket_id: int | str | None) -> Ticket | None:
-    if ticket_id is None or not str(ticket_id).strip().isdigit():
+    text = str(ticket_id or "").strip()
+    if not (text.isascii() and text.isdigit()):  # int("²") raises
         return None
-    return Ticket.objects.filter(pk=int(ticket_id)).first()
+    return Ticket.objects.filter(pk=int(text)).first()
 
 
 def _pk(value: Any, prefix: str) -> int | None:
     text = str(value or "")
-    if text.startswith(prefix) and text[len(prefix) :].isdigit():
-        return int(text[len(prefix) :])
+    digits = text[len(prefix) :]
+    if text.startswith(prefix) and digits.isascii() and digits.isdigit():
+        return int(digits)
     return None
 
 

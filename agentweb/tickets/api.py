@@ -65,8 +65,9 @@ def filtered(qs: QuerySet[Ticket], params: Any) -> QuerySet[Ticket]:
     if q:
         hits = Q(subject__icontains=q) | Q(requester_email__icontains=q)
         hits |= Q(requester_name__icontains=q) | Q(external_id=q)
-        if q.lstrip("#").isdigit() and len(q) < 18:
-            hits |= Q(pk=int(q.lstrip("#")))
+        number = q.lstrip("#")
+        if number.isascii() and number.isdigit() and len(q) < 18:  # int("²") raises
+            hits |= Q(pk=int(number))
         in_messages = Ticket.objects.filter(messages__body__icontains=q).values("pk")
         qs = qs.filter(hits | Q(pk__in=in_messages))
     return qs

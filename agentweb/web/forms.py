@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+import re
 from datetime import date
 from typing import Any
 
 from django import forms
+from django.utils.text import capfirst
 
+from agentweb.middleware import BadInput, strict_json
+from agentweb.runs import profiles
 from agentweb.runs.models import AgentProfile, Run
 
 
@@ -72,46 +77,123 @@ class ImportForm(forms.Form):
     file = forms.FileField(help_text="A run exported from this or another agentweb (JSON).")
 
 
-class AgentProfileForm(forms.ModelForm):
-    """Create, clone or edit a profile. Every check is the model's (``clean()`` ->
-    ``agentweb.runs.profile_rules``): the API and ``agents import`` run the
-    same ones, and each error shows under its field."""
+#: The profile fields the form edits, in the order it shows them.
+PROFILE_FORM_FIELDS = (
+    "name",
+    "description",
+    "model",
+    "system_prompt",
+    "allowed_tools",
+    "tool_selection",
+    "validator",
+    "max_iterations",
+    "risk_overrides",
+    "approval_policies",
+    "delegates",
+    "context_budget_tokens",
+    "vision",
+)
+_JSON_FIELDS = ("allowed_tools", "risk_overrides", "approval_policies", "delegates")
+_WHOLE_FIELDS = ("max_iterations", "context_budget_tokens")
+_ASCII_INTEGER = re.compile(r"-?[0-9]{1,30}")
 
-    class Meta:
-        model = AgentProfile
-        fields = [
-            "name",
-            "description",
-            "model",
-            "system_prompt",
-            "allowed_tools",
-            "tool_selection",
-            "validator",
-            "max_iterations",
-            "risk_overrides",
-            "approval_policies",
-            "delegates",
-            "context_budget_tokens",
-            "vision",
-        ]
-        widgets = {
-            "system_prompt": forms.Textarea(attrs={"rows": 14, "class": "mono"}),
-            "allowed_tools": forms.Textarea(attrs={"rows": 3, "class": "mono"}),
-            "risk_overrides": forms.Textarea(attrs={"rows": 4, "class": "mono"}),
-            "approval_policies": forms.Textarea(attrs={"rows": 5, "class": "mono"}),
-            "delegates": forms.Textarea(attrs={"rows": 2, "class": "mono"}),
-            "validator": forms.TextInput(
-                attrs={"class": "mono", "placeholder": "agentweb.shop.validators.claims_validator"}
-            ),
-        }
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        if self.instance.pk is not None:  # runs refer to a profile by name: no renames
+def _profile_field(name: str, field_class: type[forms.Field] = forms.CharField, **kw: Any) -> Any:
+    """A form field labelled and explained as the model's field; the form itself checks
+    nothing: the API's rules do (``AgentProfileForm.clean``)."""
+    model_field = AgentProfile._meta.get_field(name)
+    kw.setdefault("label", capfirst(str(getattr(model_field, "verbose_name", name))))
+    kw.setdefault("help_text", str(getattr(model_field, "help_text", "")))
+    return field_class(required=False, **kw)
+
+
+def _mono(rows: int) -> forms.Textarea:
+    return forms.Textarea(attrs={"rows": rows, "class": "mono"})
+
+
+def profile_initial(profile: AgentProfile) -> dict[str, Any]:
+    """A profile's values as the form shows them (JSON fields as JSON text)."""
+    values: dict[str, Any] = {}
+    for name in PROFILE_FORM_FIELDS:
+        value = getattr(profile, name)
+        values[name] = json.dumps(value, ensure_ascii=False) if name in _JSON_FIELDS else value
+    return values
+
+
+class AgentProfileForm(forms.Form):
+    """Create, clone or edit a profile. What the form posts is turned into the profile's
+    JSON shape (its JSON fields parsed by the API's strict parser) and read by the same
+    pydantic models and checks as ``POST/PUT /api/agents`` and ``agents import``
+    (``profiles.prepare_profile``): one set of rules, each error under its field."""
+
+    name = _profile_field("name")
+    description = _profile_field("description")
+    model = _profile_field("model")
+    system_prompt = _profile_field("system_prompt", widget=_mono(14), strip=False)
+    allowed_tools = _profile_field("allowed_tools", widget=_mono(3))
+    tool_selection = _profile_field("tool_selection")
+    validator = _profile_field(
+        "validator",
+        widget=forms.TextInput(
+            attrs={"class": "mono", "placeholder": "agentweb.shop.validators.claims_validator"}
+        ),
+    )
+    max_iterations = _profile_field("max_iterations", widget=forms.NumberInput)
+    risk_overrides = _profile_field("risk_overrides", widget=_mono(4))
+    approval_policies = _profile_field("approval_policies", widget=_mono(5))
+    delegates = _profile_field("delegates", widget=_mono(2))
+    context_budget_tokens = _profile_field("context_budget_tokens", widget=forms.NumberInput)
+    vision = _profile_field("vision", forms.BooleanField)
+
+    def __init__(
+        self,
+        data: Any = None,
+        *,
+        profile: AgentProfile | None = None,
+        initial: dict[str, Any] | None = None,
+    ) -> None:
+        if initial is None and profile is not None:
+            initial = profile_initial(profile)
+        super().__init__(data, initial=initial)
+        self.edited = profile  # None: a new profile
+        self.profile: AgentProfile | None = None  # checked, not saved: after is_valid()
+        if profile is not None:  # runs refer to a profile by name: no renames
             self.fields["name"].disabled = True
-        for name in ("allowed_tools", "risk_overrides", "approval_policies", "delegates"):
-            self.fields[name].required = False
-        self.fields["tool_selection"].required = False
 
-    def clean_tool_selection(self) -> str:
-        return str(self.cleaned_data.get("tool_selection") or "").strip() or "all"
+    def api_data(self, cleaned: dict[str, Any]) -> dict[str, Any]:
+        """The profile's JSON shape from the form's text (adds an error to each JSON
+        field the strict parser refuses)."""
+        data: dict[str, Any] = {}
+        for name in PROFILE_FORM_FIELDS:
+            if name == "name" and self.edited is not None:
+                continue  # a profile keeps its name
+            value = cleaned.get(name)
+            if name in _JSON_FIELDS:
+                text = str(value or "").strip()
+                try:
+                    data[name] = strict_json(text) if text else None  # null: blank
+                except BadInput as exc:
+                    self.add_error(name, f"not accepted: {exc}")
+            elif name in _WHOLE_FIELDS:
+                text = str(value or "").strip()
+                # ASCII digits only; anything else goes on as text, which the model refuses.
+                data[name] = int(text) if _ASCII_INTEGER.fullmatch(text) else text
+            elif name == "tool_selection":
+                data[name] = str(value or "").strip() or "all"
+            elif name == "vision":
+                data[name] = bool(value)
+            else:
+                data[name] = "" if value is None else str(value)
+        return data
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        data = self.api_data(cleaned)
+        if self.errors:
+            return cleaned
+        try:
+            self.profile, _ = profiles.prepare_profile(data, self.edited)
+        except profiles.ProfileInvalid as exc:
+            for field, message in exc.errors.items():
+                self.add_error(field if field in self.fields else None, message)
+        return cleaned

@@ -35,7 +35,13 @@ from agentweb.tickets.context import domain_context
 from agentweb.tickets.models import Ticket
 from agentweb.tickets.serialize import with_thread
 from agentweb.web import fragments, outcome, run_tree, timeline
-from agentweb.web.forms import AgentProfileForm, ImportForm, RunSearchForm, TaskForm
+from agentweb.web.forms import (
+    AgentProfileForm,
+    ImportForm,
+    RunSearchForm,
+    TaskForm,
+    profile_initial,
+)
 
 
 class Request(HttpRequest):
@@ -415,7 +421,12 @@ def import_run(request: Request) -> HttpResponse:
             )
     elif request.method not in ("GET", "POST"):
         return HttpResponseBadRequest("GET or POST")
-    return render(request, "web/import.html", {"form": form, "schema": run_export.EXPORT_SCHEMA})
+    return render(
+        request,
+        "web/import.html",
+        {"form": form, "schema": run_export.EXPORT_SCHEMA},
+        status=422 if form.is_bound else 200,
+    )
 
 
 # --- agents (admins) ---------------------------------------------------------------------------
@@ -437,12 +448,13 @@ def agent_new(request: Request) -> HttpResponse:
     clone = request.GET.get("clone") or request.POST.get("clone")
     if clone:
         source = get_object_or_404(AgentProfile, name=clone)
-        initial = {f: getattr(source, f) for f in AgentProfileForm.Meta.fields}
+        initial = profile_initial(source)
         initial["name"] = _free_name(f"{source.name}-copy")
     form = AgentProfileForm(request.POST or None, initial=initial)
     if request.method == "POST" and form.is_valid():
+        assert form.profile is not None
         profile = actions.do_save_profile(
-            form.save(commit=False),
+            form.profile,
             actor=request.user,
             fields=form.changed_data,
             cloned_from=source.name if source else None,
@@ -453,6 +465,7 @@ def agent_new(request: Request) -> HttpResponse:
         request,
         "web/agent_edit.html",
         {"form": form, "profile": None, "clone": source, "tools": _registered_tools()},
+        status=422 if form.is_bound else 200,
     )
 
 
@@ -467,17 +480,19 @@ def _free_name(base: str) -> str:
 @permission_required("runs.change_agentprofile", raise_exception=True)
 def agent_edit(request: Request, agent_id: int) -> HttpResponse:
     profile = get_object_or_404(AgentProfile, pk=agent_id)
-    form = AgentProfileForm(request.POST or None, instance=profile)
+    form = AgentProfileForm(request.POST or None, profile=profile)
     if request.method == "POST" and form.is_valid():
-        actions.do_save_profile(
-            form.save(commit=False), actor=request.user, fields=form.changed_data
-        )
+        assert form.profile is not None
+        actions.do_save_profile(form.profile, actor=request.user, fields=form.changed_data)
         messages.success(request, f"Saved {profile.name}.")
         return redirect("web:agents")
+    if form.is_bound:  # the form reads into the instance: show the stored profile
+        profile.refresh_from_db()
     return render(
         request,
         "web/agent_edit.html",
         {"form": form, "profile": profile, "tools": _registered_tools()},
+        status=422 if form.is_bound else 200,
     )
 
 

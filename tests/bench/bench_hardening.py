@@ -2,7 +2,8 @@
 
     DATABASE_URL=... .venv/bin/python tests/bench/bench_hardening.py [fuzz] [resync] [redis]
 
-- fuzz: a fixed corpus over every operation of /api/openapi.json, the pages' forms, the
+- fuzz: a fixed corpus over every operation of /api/openapi.json (and its bodies sent as
+  forms), the pages' forms (the agent profile form's JSON fields and whole numbers), the
   import and the WebSocket (NUL, lone surrogates, NaN/Infinity/1e999, 64-bit overflows,
   10 MB bodies, nesting 1,000 deep, odd ids and dates, garbage frames) sent over real
   HTTP to Daphne. Reports cases and 5xx (bar: 0), and WebSocket closes with 1011 (bar: 0).
@@ -55,13 +56,25 @@ from django.core.management import call_command  # noqa: E402
 from django.test import Client  # noqa: E402
 
 from agentweb.accounts.models import ApiToken  # noqa: E402
-from agentweb.runs.models import Run, RunEvent  # noqa: E402
+from agentweb.runs.models import AgentProfile, Run, RunEvent  # noqa: E402
 from tests.conftest import Proc, start_beat, start_web  # noqa: E402
 from tests.fakes.llm_server import FakeLLMServer  # noqa: E402
-from tests.hardening.hostile import DEEP, DEEP_OBJECT, RAW_VALUES  # noqa: E402
+from tests.hardening.hostile import (  # noqa: E402
+    DEEP,
+    DEEP_OBJECT,
+    JSON_FIELD_TEXTS,
+    NUMBER_TEXTS,
+    RAW_VALUES,
+)
 from tests.hardening.outages import KILLS, script  # noqa: E402
 from tests.hardening.redis_server import RedisServer  # noqa: E402
-from tests.hardening.test_fuzz_pages import IMPORT_CASES, SHOWN_CASES, event, export  # noqa: E402
+from tests.hardening.test_fuzz_pages import (  # noqa: E402
+    IMPORT_CASES,
+    SHOWN_CASES,
+    event,
+    export,
+    profile_form,
+)
 from tests.hardening.test_redis_faults import start_readme_worker  # noqa: E402
 
 TEXTS = ["a\x00b", "x\ud800y", "\udfff", "", " ", "9999-12-31", "0001-01-01", "²", "٣", "NaN"]
@@ -90,9 +103,12 @@ def setup_users() -> dict[str, Any]:
     users = get_user_model().objects
     client = Client()
     client.force_login(users.get(username="operator"))
+    admin = Client()
+    admin.force_login(users.get(username="admin"))
     return {
         "token": ApiToken.issue(users.get(username="admin")),
         "cookie": client.cookies["sessionid"].value,
+        "admin_cookie": admin.cookies["sessionid"].value,
         "operator": users.get(username="operator"),
     }
 
@@ -138,6 +154,27 @@ def page_cases() -> list[tuple[str, str, bytes | None]]:
     cases += [("GET", f"/runs/{i}/", None) for i in ("0", "99999999999999999999", "-1")]
     cases += [("POST", "/runs/new/", form({"task": t})) for t in TEXTS]
     cases += [("POST", "/accounts/login/", form({"username": t, "password": t})) for t in TEXTS]
+    return cases
+
+
+def profile_form_cases(edited: int) -> list[tuple[str, str, bytes | None]]:
+    """The agent profile form (an admin's): hostile JSON in its JSON fields, odd whole
+    numbers, for a new profile and an existing one."""
+    cases: list[tuple[str, str, bytes | None]] = []
+    fields = [("allowed_tools", t) for t in JSON_FIELD_TEXTS]
+    fields += [
+        (f, t)
+        for f in ("risk_overrides", "approval_policies", "delegates")
+        for t in JSON_FIELD_TEXTS
+    ]
+    fields += [
+        (f, t)
+        for f in ("tool_selection", "max_iterations", "context_budget_tokens")
+        for t in NUMBER_TEXTS + TEXTS
+    ]
+    for field, text in fields:
+        body = form(profile_form(**{field: text}))
+        cases += [("POST", "/agents/new/", body), ("POST", f"/agents/{edited}/", body)]
     return cases
 
 
@@ -202,6 +239,20 @@ def bench_fuzz(base: str, users: dict[str, Any], run_id: int) -> dict[str, Any]:
             "application/json"
         ):
             non_json += 1
+    # The API's bodies sent as forms (multipart: 415; a urlencoded JSON text is read).
+    n_forms = 0
+    for url in ("/api/runs", "/api/agents"):
+        for payload in ({"task": "x", "ticket": "²"}, {"name": "x", "system_prompt": "p"}):
+            for r in (
+                api.post(url, files={"f": ("f.txt", b"x")}, data=payload),
+                api.post(url, data=payload),
+            ):
+                n_forms += 1
+                statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
+                if r.status_code >= 500:
+                    bad.append(f"POST {url} as a form {payload} -> {r.status_code}")
+                if not r.headers.get("content-type", "").startswith("application/json"):
+                    non_json += 1
     api_seconds = time.monotonic() - started
     headers = {"X-CSRFToken": csrf or "", "Content-Type": "application/x-www-form-urlencoded"}
     n_pages = 0
@@ -211,6 +262,17 @@ def bench_fuzz(base: str, users: dict[str, Any], run_id: int) -> dict[str, Any]:
         statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
         if r.status_code >= 500:
             bad.append(f"{method} {url[:80]} -> {r.status_code}")
+    admin = httpx.Client(base_url=base, timeout=30, cookies={"sessionid": users["admin_cookie"]})
+    admin_csrf = admin.get("/agents/").cookies.get("csrftoken") or admin.cookies.get("csrftoken")
+    admin_headers = {**headers, "X-CSRFToken": admin_csrf or ""}
+    n_profile = 0
+    edited = AgentProfile.objects.get(name="triage").pk
+    for method, url, body in profile_form_cases(edited):
+        r = admin.request(method, url, content=body, headers=admin_headers)
+        n_profile += 1
+        statuses[r.status_code] = statuses.get(r.status_code, 0) + 1
+        if r.status_code >= 500:
+            bad.append(f"{method} {url} {body[:60] if body else ''!r} -> {r.status_code}")
     import_seconds = []
     for content in import_files():
         t0 = time.monotonic()
@@ -225,10 +287,12 @@ def bench_fuzz(base: str, users: dict[str, Any], run_id: int) -> dict[str, Any]:
         if r.status_code >= 500:
             bad.append(f"import {content[:40]!r} -> {r.status_code}")
     closes = asyncio.run(ws_cases(base, users["cookie"], run_id))
-    n_api = sum(1 for _ in api_cases(doc))
+    n_api = sum(1 for _ in api_cases(doc)) + n_forms
+    n_pages += n_profile
     return {
         "api_cases": n_api,
         "page_and_import_cases": n_pages,
+        "profile_form_cases": n_profile,
         "ws_cases": len(closes),
         "cases": n_api + n_pages + len(closes),
         "status_counts": dict(sorted(statuses.items())),

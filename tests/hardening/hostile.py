@@ -29,6 +29,44 @@ RAW_VALUES = [
     "[" * 100_000,
 ]
 
+# What a page form's JSON field (an agent profile's allowed_tools, risk_overrides,
+# approval_policies, delegates) is sent as text: too deep, lone surrogates (JSON-escaped,
+# so the raw-text check at the edge sees ASCII), the same in list items, object values
+# and keys, numbers JSON cannot store, shapes the field does not take, broken JSON.
+DEEPER = "[" * 50_000 + "]" * 50_000
+JSON_FIELD_TEXTS = [
+    DEEP,
+    DEEP_OBJECT,
+    DEEPER,
+    '"\\ud800"',
+    '["\\ud800"]',
+    '["get_order", "\\udfff"]',
+    '{"get_order": "\\ud800"}',
+    '{"\\ud800": "low"}',
+    '{"issue_refund": {"argument": "\\ud800", "at_least": 20}}',
+    '["a\\u0000b"]',
+    '{"get_order": "a\\u0000"}',
+    "NaN",
+    "[Infinity]",
+    '{"issue_refund": {"argument": "amount", "at_least": NaN}}',
+    '{"issue_refund": {"argument": "amount", "at_least": 1e999}}',
+    "[" + "1" * 5000 + "]",
+    '{"get_order": [[["low"]]]}',
+    '[["get_order"]]',
+    '[{"name": "get_order"}]',
+    "[1, 2]",
+    "{}",
+    "[]",
+    '"get_order"',
+    "42",
+    "true",
+    "not json",
+    "{",
+]
+#: Whole numbers as text that are not: digits of other scripts, exponents, signs, huge.
+NUMBER_TEXTS = ["²", "٣", "¹²", "1e3", "-1", "0", "1.5", "99999999999999999999", " 7 ", "NaN"]
+NUMBER_TEXTS += ["", "0x10", "７"]
+
 odd_ids = st.one_of(
     st.integers(min_value=-(2**70), max_value=2**70).map(str),
     st.sampled_from(

@@ -170,6 +170,55 @@ def test_api_errors_are_json(api: dict[str, Any]) -> None:
     assert surrogate.status_code == 400 and "surrogate" in surrogate.json()["error"]["message"]
 
 
+def test_form_bodies_to_the_api_are_refused_with_json(api: dict[str, Any]) -> None:
+    client: Client = api["client"]
+    auth = {"HTTP_AUTHORIZATION": f"Bearer {api['tokens']['admin']}"}
+    multipart = [
+        client.post("/api/runs", {"task": "Where is my order?"}, **auth),
+        client.post("/api/runs", {"task": "x", "ticket": "²"}, **auth),
+        client.post("/api/agents", {"name": "x", "system_prompt": "p"}, **auth),
+    ]
+    for response in multipart:
+        check(response, "multipart")
+        assert response.status_code == 415, response.content
+        assert "application/json" in response.json()["error"]["message"]
+    # PUT and PATCH bodies are never parsed as forms: a form is not JSON.
+    field = b'--x\r\nContent-Disposition: form-data; name="name"\r\n\r\nv\r\n--x--\r\n'
+    for method in ("put", "patch"):
+        response = getattr(client, method)(
+            "/api/agents/ticket-assistant",
+            field,
+            content_type="multipart/form-data; boundary=x",
+            **auth,
+        )
+        check(response, method)
+        assert response.status_code == 400, response.content
+        assert "not valid JSON" in response.json()["error"]["message"]
+    # A JSON text sent as a urlencoded form (curl -d without a Content-Type) is still read.
+    sent = client.post(
+        "/api/runs",
+        '{"task": "Where is order A1001?"}',
+        content_type="application/x-www-form-urlencoded",
+        **auth,
+    )
+    assert sent.status_code == 201, sent.content
+    # The profile API refuses a digit that is not ASCII by field (it gave a 500).
+    for selection in ("²", "٣", "７", "1e3", "0", "101", True):
+        body = {"name": "digits", "system_prompt": "p", "tool_selection": selection}
+        made = client.post("/api/agents", json.dumps(body), content_type="application/json", **auth)
+        check(made, repr(selection))
+        assert made.status_code == 422, (selection, made.content)
+        assert "tool_selection" in made.content.decode(), made.content
+
+
+def test_digits_of_other_scripts_are_text_not_ids(api: dict[str, Any]) -> None:
+    """A search for "²" gave a 500: "²".isdigit() is true and int("²") raises."""
+    for q in ("²", "#²", "٣", "¹²", "７"):
+        response = send(api, "GET", "/api/tickets?q=" + quote(q), None, "operator")
+        check(response, q)
+        assert response.status_code == 200, (q, response.content)
+
+
 def test_database_down_is_503_json(api: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     from django.db import OperationalError
 

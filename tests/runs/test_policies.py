@@ -269,7 +269,7 @@ def test_the_agent_page_refuses_never_and_audits_a_change(people, sample_registr
         "context_budget_tokens": 16000,
     }
     page = client.post(f"/agents/{profile.pk}/", form)
-    assert page.status_code == 200  # the form again, with the error
+    assert page.status_code == 422  # the form again, with the error
     assert "AGENTWEB_ALLOW_UNAPPROVED_HIGH_RISK" in page.content.decode()
     assert not AuditEntry.objects.filter(action="approval_policies_changed").exists()
     form["approval_policies"] = '{"pay_out": "always"}'

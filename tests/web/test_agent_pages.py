@@ -80,7 +80,7 @@ def test_an_admin_creates_a_profile_in_the_browser(admin: Client) -> None:
 )
 def test_an_error_shows_under_its_field(admin: Client, field: str, value: str, words: str) -> None:
     response = admin.post("/agents/new/", form(**{field: value}))
-    assert response.status_code == 200
+    assert response.status_code == 422  # the form again, with the error
     body = response.content.decode()
     start = body.index(f'id="field-{field}"')
     block = body[start : body.index('<div class="field', start + 10)]

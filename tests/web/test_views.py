@@ -448,7 +448,7 @@ def test_import_refuses_other_files(people: dict) -> None:
         upload.name = "x.json"
         response = client.post("/runs/import/", {"file": upload})
         body = response.content.decode()
-        assert response.status_code == 200
+        assert response.status_code == 422
         assert f'<p class="error">{message}' in body, content
         assert "Imported file" not in body
 
@@ -485,7 +485,7 @@ def test_admins_edit_agent_profiles(people: dict) -> None:
     bad = {**data, "risk_overrides": '{"get_order": "extreme"}', "max_iterations": 7}
     response = client.post(f"/agents/{profile.pk}/", bad)
     body = response.content.decode()
-    assert response.status_code == 200
+    assert response.status_code == 422
     field = body.split('id="field-risk_overrides"', 1)[1].split('<div class="field', 1)[0]
     assert '<p class="error">an object of tool: &quot;low&quot;' in field
     profile.refresh_from_db()
