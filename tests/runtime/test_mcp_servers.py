@@ -16,7 +16,7 @@ from agentweb.runtime import Agent, AgentConfig, ToolContext, ToolError, ToolReg
 from agentweb.runtime.events import TOOL_CALL_FINISHED, TOOL_CALL_STARTED
 from agentweb.runtime.images import ToolOutput
 from agentweb.runtime.mcpclient import McpFault
-from agentweb.runtime.mcpserver import ServerConfig, ServerStatus, set_listener
+from agentweb.runtime.mcpserver import ServerConfig, ServerStatus, listener, set_listener
 from agentweb.runtime.mcptools import make_tools, risk_of, tool_name
 from agentweb.runtime.testing import ScriptedModel, call
 from tests.fakes import mcp_servers
@@ -24,9 +24,13 @@ from tests.fakes import mcp_servers
 
 @pytest.fixture(autouse=True)
 def _fresh_connections() -> Iterator[None]:
-    yield
+    """No listener but a test's own (the application's records into a database these
+    tests do not have), and no connection left open; the listener is put back after."""
+    before = listener()
     set_listener(None)
+    yield
     mcpclient.close_all()
+    set_listener(before)
 
 
 def _tools(config: ServerConfig) -> dict[str, Any]:
@@ -292,12 +296,12 @@ def test_tool_lists_are_read_again_when_the_server_says_they_changed():
     heard: list[ServerStatus] = []
     got = threading.Event()
 
-    def listener(config: ServerConfig, status: ServerStatus) -> None:
+    def hear(config: ServerConfig, status: ServerStatus) -> None:
         heard.append(status)
         if status.tools and "grown" in {t.name for t in status.tools}:
             got.set()
 
-    set_listener(listener)
+    set_listener(hear)
     conn = mcpclient.connection(mcp_servers.faulty_stdio())  # 2026: a listen stream
     assert "grown" not in {t.name for t in conn.list_tools()}
     conn.call("grow", {}, call_id="grow1")
