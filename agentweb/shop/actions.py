@@ -306,7 +306,9 @@ def send_customer_reply(
             )
         reply = ticket_actions.do_add_outgoing(ticket, text, author=author, run_id=run_id, key=key)
         return {
-            "status": "written",
+            "status": "not_delivered" if reply.undelivered else "queued",
+            "delivery": reply.undelivered
+            or f"on its way through the ticket's {ticket.source} channel",
             "reply_id": f"M{reply.pk}",
             "customer_id": ticket.customer_id or None,
             "to": ticket.requester_email,

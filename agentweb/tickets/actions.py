@@ -20,8 +20,10 @@ from urllib.parse import urlsplit
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from agentweb.outbox.models import Delivery
 from agentweb.runs import publish
 from agentweb.runs.errors import ActionError, Conflict, NotAllowed, NotFound
+from agentweb.tickets import replies
 from agentweb.tickets.models import API_SOURCE, RESERVED_SOURCES, Message, Source, Ticket
 
 log = logging.getLogger(__name__)
@@ -325,9 +327,9 @@ def do_open_ticket(
 def do_add_outgoing(
     ticket: Ticket, body: str, *, author: str, run_id: int | None = None, key: str | None = None
 ) -> Message:
-    """An outgoing message on ``ticket`` (a reply to its requester). An open ticket
-    becomes pending: the ball is in the customer's court. Call inside the transaction
-    that records the write."""
+    """An outgoing message on ``ticket`` (a reply to its requester), queued for delivery
+    through the ticket's source (``replies``). An open ticket becomes pending: the ball is
+    in the customer's court. Call inside the transaction that records the write."""
     now = timezone.now()
     message = Message.objects.create(
         ticket=ticket,
@@ -344,8 +346,27 @@ def do_add_outgoing(
     Ticket.objects.filter(pk=ticket.pk).update(**changes)
     for name, value in changes.items():
         setattr(ticket, name, value)
+    replies.queue_delivery(ticket, message)
     _changed_on_commit(ticket.pk, None, False)
     return message
+
+
+def publish_changed(ticket_id: int) -> None:
+    """Pages showing the ticket hear of a change now (the caller has committed)."""
+    publish.send_now(
+        TICKETS_GROUP, {"type": "ticket.changed", "ticket": ticket_id, "created": False}
+    )
+
+
+def delivery_changed(delivery: Delivery) -> None:
+    """The outbox's hook (after commit): a reply's delivery was queued or changed."""
+    if delivery.about_id is None:
+        return
+    ticket_id = (
+        Message.objects.filter(pk=delivery.about_id).values_list("ticket_id", flat=True).first()
+    )
+    if ticket_id is not None:
+        publish_changed(ticket_id)
 
 
 # --- sources ------------------------------------------------------------------------------

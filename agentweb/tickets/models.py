@@ -138,6 +138,9 @@ class Message(models.Model):
     run = models.ForeignKey(
         "runs.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # A reply agentweb delivers: the outbox delivery's id, or why there is none.
+    delivery_id = models.CharField(max_length=100, blank=True)
+    undelivered = models.CharField(max_length=500, blank=True)
 
     class Meta:
         ordering = ["at", "id"]

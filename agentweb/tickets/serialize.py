@@ -7,7 +7,9 @@ from typing import Any
 
 from django.db.models import Prefetch, QuerySet
 
+from agentweb.outbox.models import Delivery
 from agentweb.runs.models import Run
+from agentweb.tickets import replies
 from agentweb.tickets.models import Message, Ticket
 
 
@@ -31,12 +33,21 @@ def active_runs(tickets: Sequence[Ticket]) -> dict[int, int]:
     return found
 
 
-def message_json(message: Message) -> dict[str, Any]:
-    return message.as_json()
+def message_json(message: Message, found: dict[str, Delivery]) -> dict[str, Any]:
+    """A message; a reply agentweb delivers also has ``delivery``."""
+    out = message.as_json()
+    delivery = replies.delivery_json(message, found)
+    if delivery is not None:
+        out["delivery"] = delivery
+    return out
 
 
-def ticket_json(ticket: Ticket, active_run: int | None) -> dict[str, Any]:
+def ticket_json(
+    ticket: Ticket, active_run: int | None, found: dict[str, Delivery] | None = None
+) -> dict[str, Any]:
     thread = ticket.thread()
+    if found is None:
+        found = replies.deliveries_of(thread)
     return {
         "id": ticket.pk,
         "source": ticket.source,
@@ -50,7 +61,7 @@ def ticket_json(ticket: Ticket, active_run: int | None) -> dict[str, Any]:
         "queue": ticket.queue,
         "tags": list(ticket.tags),
         "fields": ticket.fields or {},
-        "messages": [message_json(m) for m in thread],
+        "messages": [message_json(m, found) for m in thread],
         "created_at": ticket.created_at.isoformat(),
         "updated_at": ticket.updated_at.isoformat(),
         "active_run": active_run,
@@ -59,4 +70,5 @@ def ticket_json(ticket: Ticket, active_run: int | None) -> dict[str, Any]:
 
 def tickets_json(tickets: Sequence[Ticket]) -> list[dict[str, Any]]:
     active = active_runs(tickets)
-    return [ticket_json(t, active.get(t.pk)) for t in tickets]
+    found = replies.deliveries_of(m for t in tickets for m in t.thread())
+    return [ticket_json(t, active.get(t.pk), found) for t in tickets]

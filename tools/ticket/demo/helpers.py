@@ -162,7 +162,9 @@ def done_line(name: str, r: dict[str, Any]) -> str | None:
     if name == "update_shipping_address":
         return f"Shipping address of order {r.get('order_id')} is now: {r.get('new_address')}."
     if name == "send_customer_reply":
-        return f"Reply {r.get('reply_id')} emailed to {r.get('to')}."
+        if r.get("status") == "not_delivered":
+            return f"Reply {r.get('reply_id')} written on the ticket, {r.get('delivery')}."
+        return f"Reply {r.get('reply_id')} to {r.get('to')} queued for delivery."
     if name == "escalate_to_carrier":
         return (
             f"Carrier trace {r.get('escalation_id')} opened with {r.get('carrier')} for "
