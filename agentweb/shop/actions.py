@@ -343,7 +343,7 @@ def _check_recipient(ticket: Ticket, wanted: str) -> None:
 
 def _find_ticket(ticket_id: str) -> Ticket:
     raw = ticket_id.strip().lstrip("#")
-    if not (raw.isascii() and raw.isdigit()):  # int("²") raises
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:
         raise ShopRuleError(f"Ticket id {ticket_id!r} is not a ticket number.")
     ticket = Ticket.objects.select_for_update().filter(pk=int(raw)).first()
     if ticket is None:

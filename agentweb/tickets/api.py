@@ -65,9 +65,9 @@ def filtered(qs: QuerySet[Ticket], params: Any) -> QuerySet[Ticket]:
     if q:
         hits = Q(subject__icontains=q) | Q(requester_email__icontains=q)
         hits |= Q(requester_name__icontains=q) | Q(external_id=q)
-        number = q.lstrip("#")
-        if number.isascii() and number.isdigit() and len(q) < 18:  # int("²") raises
-            hits |= Q(pk=int(number))
+        digits = q.lstrip("#")
+        if digits.isascii() and digits.isdigit() and len(digits) < 18:
+            hits |= Q(pk=int(digits))
         in_messages = Ticket.objects.filter(messages__body__icontains=q).values("pk")
         qs = qs.filter(hits | Q(pk__in=in_messages))
     return qs

@@ -44,7 +44,6 @@ TIMEOUT = 30.0  # seconds per network operation
 LEASE = timedelta(minutes=10)
 BATCH = 200  # mails per poll; the next poll is due at once while more are waiting
 MAX_MAIL_BYTES = 25_000_000  # a larger mail is imported by its headers only
-_FETCHED = re.compile(rb"UID (\d+)[ )]")
 _SIZES = re.compile(rb"UID (\d+) RFC822\.SIZE (\d+)|RFC822\.SIZE (\d+) UID (\d+)")
 
 

@@ -17,7 +17,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 _MSGID = re.compile(r"<[^<>\s]{1,900}>")
-_TICKET_TAG = re.compile(r"\[#(\d{1,18})\]")
+_TICKET_TAG = re.compile(r"\[#([0-9]{1,18})\]")
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 _AUTO = ("auto_reply", "bulk", "junk")
 

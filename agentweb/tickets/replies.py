@@ -32,7 +32,7 @@ from agentweb.tickets.models import EMAIL_SOURCE, Message, Source, Ticket
 log = logging.getLogger(__name__)
 
 ABOUT = "ticketmessage"
-_TAG = re.compile(r"\s*\[#\d{1,18}\]")
+_TAG = re.compile(r"\s*\[#[0-9]{1,18}\]")
 _MESSAGE_ID = re.compile(r"^<[^<>\s]+>$")
 
 

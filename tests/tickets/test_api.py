@@ -173,6 +173,9 @@ def test_the_list_filters_searches_and_pages(people: dict) -> None:
     assert subjects("tag=vip") == ["Parcel late"]
     assert subjects("q=charged+TWICE") == ["Refund please"]
     assert subjects("q=zed@") == ["Hello"]
+    hello = Ticket.objects.get(subject="Hello")
+    assert subjects(f"q=%23{hello.pk}") == ["Hello"]  # #id
+    assert subjects("q=%C2%B2") == [] and subjects("q=99999999999999999999") == []
     assert len(subjects("limit=2")) == 2 and len(subjects("limit=2&offset=2")) == 1
     assert client.get("/api/tickets?status=lost").status_code == 400
     assert client.get("/api/tickets?limit=-1").status_code == 400

@@ -28,11 +28,15 @@ def plan_general(c: Conversation) -> Plan:
     scored = [(relevance(c.question, r), -i, r) for i, r in enumerate(results)]
     relevant = [r for score, _, r in sorted(scored, key=lambda x: x[:2], reverse=True) if score]
     if not relevant:
-        found = f' (its nearest article, "{results[0]["title"]}", is about something else)'
+        found = (
+            f' (its nearest article, "{results[0]["title"]}", is about something else)'
+            if results
+            else ""
+        )
         return finish(
             c,
             "The knowledge base has no answer to this question"
-            + (found if results else "")
+            + found
             + "; it needs a person. No changes were made.",
         )
     top = relevant[0]
