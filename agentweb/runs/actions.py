@@ -118,11 +118,11 @@ def may_cancel(user: Any, run: Run) -> tuple[bool, str]:
 
 def do_request_cancel(run: Run, user: User) -> Run:
     """Cancel a run: a waiting or queued one at once, a running one at its next step."""
-    if not Run.objects.visible_to(user).filter(pk=run.pk).exists():
-        raise NotFound(f"no run {run.pk}")  # another team's run is no run to this person
     allowed, why = may_cancel(user, run)
     if not allowed:
         raise NotAllowed(why)
+    if not Run.objects.visible_to(user).filter(pk=run.pk).exists():
+        raise NotFound(f"no run {run.pk}")  # another team's run is no run to this person
     with transaction.atomic():
         locked = Run.objects.select_for_update().get(pk=run.pk)
         if locked.status not in Run.ACTIVE:
