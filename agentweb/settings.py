@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "csp",
     "agentweb.accounts",
     "agentweb.teams",
+    "agentweb.budgets",
     "agentweb.shop",
     "agentweb.tickets",
     "agentweb.runs",

@@ -2,6 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 
 from agentweb.accounts.views import CallbackView, LoginView, LogoutView, SignInView
+from agentweb.budgets.views import spend_page
 from agentweb.health import healthz
 from agentweb.observability.views import metrics_view
 
@@ -17,7 +18,9 @@ urlpatterns = [
     path("oidc/callback/", CallbackView.as_view(), name="oidc_authentication_callback"),
     path("accounts/", include("django.contrib.auth.urls")),
     path("account/", include("agentweb.accounts.urls")),
+    path("spend/", spend_page, name="spend"),
     path("api/", include("agentweb.tickets.api_urls")),
+    path("api/", include("agentweb.budgets.api_urls")),
     path("hooks/", include("agentweb.tickets.hook_urls")),
     path("api/", include("agentweb.mcpservers.api_urls")),
     path("api/", include("agentweb.runs.api_urls")),

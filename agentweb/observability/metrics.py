@@ -42,6 +42,11 @@ COUNTERS: dict[str, tuple[str, tuple[str, ...]]] = {
     "agentweb_tool_errors_total": ("Tool calls that returned ok=false.", ("tool",)),
     "agentweb_tokens_total": ("Model tokens by model and type (input|output).", ("model", "type")),
     "agentweb_cost_usd_total": ("Estimated model cost in US dollars, by model.", ("model",)),
+    "agentweb_budget_exhausted_total": (
+        "Runs a budget stopped before a model call, by budget "
+        "(run_cost, run_tokens, profile_daily_cost, team_daily_cost).",
+        ("scope",),
+    ),
 }
 # name -> (help, label names, bucket upper bounds)
 HISTOGRAMS: dict[str, tuple[str, tuple[str, ...], tuple[float, ...]]] = {
@@ -205,6 +210,8 @@ def record(step: StoredStep) -> None:
                 batch.inc("agentweb_tool_errors_total", [tool])
         elif kind == "run_started":
             batch.inc("agentweb_runs_started_total", [step.agent()])
+        elif kind == "run_failed" and data.get("budget"):
+            batch.inc("agentweb_budget_exhausted_total", [data["budget"]])
     for requested, decided in step.approval_times().values():
         end = decided.timestamp() if decided else step.stored_ns / 1e9
         batch.observe("agentweb_approval_wait_seconds", [], end - requested.timestamp())

@@ -112,6 +112,7 @@ _BLANK: dict[str, Any] = {
     "delegates": [],
     "approval_policies": {},
     "risk_overrides": {},
+    "budget": {},
 }
 
 ToolSelection = Annotated[
@@ -124,6 +125,56 @@ ToolSelection = Annotated[
             ],
             "description": '"all": offer every allowed tool; N: the N most relevant and '
             "search_tools",
+        }
+    ),
+]
+
+
+class Budget(BaseModel):
+    """What runs of a profile may spend (DESIGN §15). Sub-runs count toward their top
+    run; a day is the installation's TIME_ZONE day; a run that has reached a limit makes
+    no further model call and fails naming it."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    max_cost_usd_per_run: float | None = Field(
+        None, ge=0, le=1e9, description="US dollars a run (with its sub-runs) may cost"
+    )
+    max_tokens_per_run: int | None = Field(
+        None, ge=1, description="tokens (input and output) a run (with its sub-runs) may use"
+    )
+    daily_cost_usd: float | None = Field(
+        None, ge=0, le=1e9, description="US dollars the profile's runs may cost per day"
+    )
+
+
+def _budget_value(value: Any) -> dict[str, Any]:
+    """A profile's budget as stored (the limits set), or ValueError saying what is wrong."""
+    try:
+        return Budget.model_validate(value).model_dump(exclude_none=True)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        key = ".".join(str(part) for part in error["loc"]) or "budget"
+        if error["type"] == "extra_forbidden":
+            known = ", ".join(Budget.model_fields)
+            raise ValueError(f"unknown key {key!r}; known: {known}") from None
+        if key == "max_tokens_per_run":
+            raise ValueError(f"{key} must be a whole number of tokens, 1 or more") from None
+        if key in Budget.model_fields:
+            raise ValueError(f"{key} must be a number of US dollars, 0 or more") from None
+        raise ValueError(error["msg"]) from None
+
+
+#: The budget's schema, generated from the model that checks it.
+BudgetField = Annotated[
+    dict[str, Any] | None,
+    WithJsonSchema(
+        {
+            "anyOf": [
+                {k: v for k, v in Budget.model_json_schema().items() if k != "title"},
+                {"type": "null"},
+            ],
+            "description": "what runs of this profile may spend; {} or null: no limits",
         }
     ),
 ]
@@ -158,6 +209,7 @@ class ProfileFields(Input):
     context_budget_tokens: int = 16000
     delegates: list[str] | None = Field([], description="profiles this one may hand work to")
     vision: bool = True
+    budget: BudgetField = {}
 
     #: field -> what is wrong when its value has the wrong type
     type_errors: ClassVar[dict[str, str]] = {
@@ -174,7 +226,15 @@ class ProfileFields(Input):
         "max_iterations": _WHOLE,
         "context_budget_tokens": _WHOLE,
         "vision": "must be true or false",
+        "budget": "an object with any of max_cost_usd_per_run, max_tokens_per_run (a whole "
+        "number, 1 or more) and daily_cost_usd (US dollars, 0 or more)",
     }
+
+    @field_validator("budget")
+    @classmethod
+    def _budget(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        return None if value is None else _budget_value(value)
+
     #: fields whose default the schema does not show (not applied when left out)
     undocumented_defaults: ClassVar[tuple[str, ...]] = ("name", "system_prompt")
 
@@ -211,7 +271,7 @@ class ProfileFields(Input):
         unknown: list[str] = []
         for error in exc.errors():
             field = str(error["loc"][0]) if error["loc"] else "__all__"
-            if error["type"] == "extra_forbidden":
+            if error["type"] == "extra_forbidden" and len(error["loc"]) == 1:
                 unknown.append(field)
             elif error["type"] == "missing":
                 errors.setdefault(field, "required")

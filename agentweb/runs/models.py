@@ -62,6 +62,12 @@ class AgentProfile(models.Model):
         default=list, blank=True, help_text="Profile names this one may hand work to"
     )
     vision = models.BooleanField(default=True, help_text="Send images in tool results")
+    budget = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='{"max_cost_usd_per_run"?, "max_tokens_per_run"?, "daily_cost_usd"?}; '
+        "sub-runs count toward their top run; a day is the installation's TIME_ZONE day",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     def __str__(self) -> str:

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.http import HttpRequest, JsonResponse
 
+from agentweb.budgets import openapi as budgets_doc
 from agentweb.mcpservers import openapi as mcp_doc
 from agentweb.runs.api_input import (
     ChangeProfile,
@@ -414,11 +415,16 @@ def document() -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "agentweb API", "version": "1"},
         "components": {
-            "schemas": {**SCHEMAS, **tickets_doc.SCHEMAS, **mcp_doc.SCHEMAS},
+            "schemas": {
+                **SCHEMAS,
+                **tickets_doc.SCHEMAS,
+                **mcp_doc.SCHEMAS,
+                **budgets_doc.SCHEMAS,
+            },
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}],
-        "paths": {**PATHS, **tickets_doc.PATHS, **mcp_doc.PATHS},
+        "paths": {**PATHS, **tickets_doc.PATHS, **mcp_doc.PATHS, **budgets_doc.PATHS},
     }
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from django.conf import settings
 
+from agentweb.budgets.limits import budget_problem
 from agentweb.runs import agents, toolset
 from agentweb.runs.people import split_policy
 from agentweb.runtime.approvals import Threshold, parse_policy
@@ -34,6 +35,7 @@ FIELDS = (
     "context_budget_tokens",
     "delegates",
     "vision",
+    "budget",
 )
 MAX_TOP_N = 100
 
@@ -78,6 +80,9 @@ def profile_errors(profile: Any) -> dict[str, str]:
         errors["max_iterations"] = "must be from 1 to 200"
     if profile.context_budget_tokens is not None and profile.context_budget_tokens < 1000:
         errors["context_budget_tokens"] = "must be at least 1000"
+    problem = budget_problem(getattr(profile, "budget", None))
+    if problem:
+        errors["budget"] = problem
     return errors
 
 

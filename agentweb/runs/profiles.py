@@ -9,6 +9,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
+from agentweb.budgets.limits import limits_json
 from agentweb.runs import actions, toolset
 from agentweb.runs.api_input import ChangeProfile, CreateProfile, ProfileFields, ReplaceProfile
 from agentweb.runs.models import AgentProfile
@@ -35,6 +36,7 @@ def profile_json(profile: AgentProfile) -> dict[str, Any]:
         "context_budget_tokens": profile.context_budget_tokens,
         "delegates": list(profile.delegates or []),
         "vision": profile.vision,
+        "budget": limits_json(profile.budget),
         "updated_at": profile.updated_at.isoformat() if profile.updated_at else None,
     }
 

@@ -8,6 +8,7 @@ its image store, the totals of earlier calls).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -18,7 +19,8 @@ from agentweb.runs.images import DbImageStore
 from agentweb.runs.journal import DbJournal
 from agentweb.runs.models import Run
 from agentweb.runtime.context import LayeredContextPolicy
-from agentweb.runtime.loop import Agent, AgentConfig
+from agentweb.runtime.loop import Agent, AgentConfig, BudgetCheck, BudgetExceeded
+from agentweb.runtime.state import LoopState
 from agentweb.runtime.tools import ToolRegistry
 
 _VAR = re.compile(r"\{\{\s*([a-z_]+)\s*\}\}")
@@ -40,6 +42,28 @@ def prompt_variables(run: Run) -> dict[str, str]:
         "customer_id": ticket.customer_id if ticket else "",
         "tools": ", ".join(toolset.registry().names()),
     }
+
+
+#: Who supplies a run's budget check (``runtime.Agent(budget=...)``): the budgets app
+#: registers one (``agentweb/budgets/apps.py``); none registered, no budget is checked.
+BudgetFactory = Callable[[Run], BudgetCheck | None]
+_budget_factories: list[BudgetFactory] = []
+
+
+def on_budget_check(factory: BudgetFactory) -> None:
+    if factory not in _budget_factories:
+        _budget_factories.append(factory)
+
+
+def _budget_check(run: Run) -> BudgetCheck | None:
+    checks = [c for c in (f(run) for f in _budget_factories) if c is not None]
+    if len(checks) <= 1:
+        return checks[0] if checks else None
+
+    def every(state: LoopState) -> BudgetExceeded | None:
+        return next((found for check in checks if (found := check(state))), None)
+
+    return every
 
 
 def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
@@ -91,6 +115,7 @@ def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
         context_policy=policy,
         image_store=DbImageStore(run),
         prior_total=policies.prior_total,
+        budget=_budget_check(run),  # asked before every model call
     )
 
 

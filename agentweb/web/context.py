@@ -23,11 +23,16 @@ def navigation(request: HttpRequest) -> dict[str, Any]:
     path = request.path
     return {
         "nav_section": next(
-            (s for s in ("tickets", "runs", "approvals", "agents") if path.startswith(f"/{s}/")),
+            (
+                s
+                for s in ("tickets", "runs", "approvals", "agents", "spend")
+                if path.startswith(f"/{s}/")
+            ),
             "",
         ),
         "nav_pending": pending_count(user),
         "nav_is_admin": user.has_perm("runs.change_agentprofile"),
+        "nav_sees_spend": user.has_perm("teams.view_all_teams"),
         # Without a role no section opens: the menu shows none of them.
         "nav_has_role": user.has_perm("runs.view_run"),
         "nav_can_decide": user.has_perm("runs.decide_approval"),

@@ -92,8 +92,9 @@ PROFILE_FORM_FIELDS = (
     "delegates",
     "context_budget_tokens",
     "vision",
+    "budget",
 )
-_JSON_FIELDS = ("allowed_tools", "risk_overrides", "approval_policies", "delegates")
+_JSON_FIELDS = ("allowed_tools", "risk_overrides", "approval_policies", "delegates", "budget")
 _WHOLE_FIELDS = ("max_iterations", "context_budget_tokens")
 _ASCII_INTEGER = re.compile(r"-?[0-9]{1,30}")
 
@@ -144,6 +145,16 @@ class AgentProfileForm(forms.Form):
     delegates = _profile_field("delegates", widget=_mono(2))
     context_budget_tokens = _profile_field("context_budget_tokens", widget=forms.NumberInput)
     vision = _profile_field("vision", forms.BooleanField)
+    budget = _profile_field(
+        "budget",
+        widget=forms.Textarea(
+            attrs={
+                "rows": 2,
+                "class": "mono",
+                "placeholder": '{"max_cost_usd_per_run": 0.5, "daily_cost_usd": 20}',
+            }
+        ),
+    )
 
     def __init__(
         self,

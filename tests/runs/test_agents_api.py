@@ -254,7 +254,7 @@ def test_a_new_profile_has_the_documented_defaults(people) -> None:
         for name, spec in body["schema"]["properties"].items()
         if "default" in spec
     }
-    assert set(defaults) == FIELDS - {"name", "system_prompt"} | {"vision"}
+    assert set(defaults) == FIELDS - {"name", "system_prompt"} | {"vision", "budget"}
     assert {name: made[name] for name in defaults} == defaults
 
 

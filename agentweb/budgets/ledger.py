@@ -1,0 +1,120 @@
+"""Adding model calls to the ledger, and reading it back.
+
+A call's cost counts toward its run's profile and, for a sub-run, its top run's profile
+too, and toward the teams its run belongs to: the teams owning its (top run's) ticket's
+queue, or, for a run without a ticket, its starter's teams (as ``teams.scope`` sees runs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import date
+from decimal import Decimal
+from typing import Any
+
+from django.db import connection
+from django.utils import timezone
+
+from agentweb.budgets.models import DailySpend
+from agentweb.runs.models import Run, RunEvent
+from agentweb.teams.models import Team
+
+_OWNERS_ATTR = "_budget_owners"
+
+
+@dataclass(frozen=True)
+class Owners:
+    profiles: tuple[int, ...]  # the run's profile, then its top run's (when another)
+    teams: tuple[int, ...]
+
+
+def today() -> date:
+    """The installation's day (``TIME_ZONE``)."""
+    return timezone.localdate()
+
+
+def top_of(run: Run) -> Run:
+    if run.root_id is None or run.root_id == run.pk:
+        return run
+    return Run.objects.select_related("agent", "ticket").get(pk=run.root_id)
+
+
+def owners(run: Run) -> Owners:
+    """Whose budgets ``run``'s calls count toward (kept on the run object while a worker
+    drives it: its ticket's queue or its teams changing mid-run apply to its next drive)."""
+    cached = getattr(run, _OWNERS_ATTR, None)
+    if cached is not None:
+        return cached
+    top = top_of(run)
+    profiles = tuple(dict.fromkeys([run.agent_id, top.agent_id]))
+    queue = top.ticket.queue if top.ticket_id is not None and top.ticket is not None else None
+    if top.ticket_id is not None:
+        teams = Team.objects.filter(queues__contains=[queue]) if queue else Team.objects.none()
+    else:
+        teams = Team.objects.filter(members=top.created_by_id)
+    found = Owners(profiles, tuple(sorted(teams.values_list("pk", flat=True).distinct())))
+    setattr(run, _OWNERS_ATTR, found)
+    return found
+
+
+def events_stored(run: Run, rows: list[RunEvent]) -> None:
+    """The runs store's hook (``store.on_events_stored``): a batch's model calls, in the
+    transaction that stores them, so a rolled-back step adds nothing."""
+    calls = [{"type": r.type, "data": r.data} for r in rows if r.type == "model_called"]
+    if calls:
+        record(run, calls)
+
+
+def record(run: Run, events: Iterable[Mapping[str, Any]]) -> None:
+    """Add the model calls among ``events`` (priced: ``data.cost_usd``) to today's rows, in
+    the caller's transaction (the step's). One statement; rows in a fixed order, so two
+    steps adding to the same rows cannot deadlock."""
+    cost, tokens, calls, unpriced = Decimal(0), 0, 0, 0
+    for event in events:
+        if event["type"] != "model_called":
+            continue
+        data = event["data"]
+        used = data.get("tokens") or {}
+        tokens += int(used.get("input") or 0) + int(used.get("output") or 0)
+        calls += 1
+        if data.get("cost_usd") is None:
+            unpriced += 1
+        else:
+            cost += Decimal(str(data["cost_usd"]))
+    if not calls:
+        return
+    who = owners(run)
+    day = today()
+    keys = sorted(
+        [(DailySpend.Kind.PROFILE.value, p) for p in who.profiles]
+        + [(DailySpend.Kind.TEAM.value, t) for t in who.teams]
+    )
+    values = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(keys))
+    params: list[Any] = []
+    for kind, ref in keys:
+        params += [day, kind, ref, cost, tokens, calls, unpriced]
+    table = DailySpend._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            # only our table's name and placeholders are formatted in
+            f"INSERT INTO {table} (day, kind, ref, cost_usd, tokens, model_calls, unpriced_calls) "  # noqa: S608
+            f"VALUES {values} ON CONFLICT (day, kind, ref) DO UPDATE SET "
+            f"cost_usd = {table}.cost_usd + EXCLUDED.cost_usd, "
+            f"tokens = {table}.tokens + EXCLUDED.tokens, "
+            f"model_calls = {table}.model_calls + EXCLUDED.model_calls, "
+            f"unpriced_calls = {table}.unpriced_calls + EXCLUDED.unpriced_calls",
+            params,
+        )
+
+
+def spent_today(
+    keys: Iterable[tuple[str, int]], day: date | None = None
+) -> dict[tuple[str, int], Decimal]:
+    """Today's cost per (kind, ref); missing rows spent nothing."""
+    wanted = list(keys)
+    if not wanted:
+        return {}
+    rows = DailySpend.objects.filter(day=day or today(), ref__in={ref for _, ref in wanted})
+    found = {(r.kind, r.ref): r.cost_usd for r in rows}
+    return {key: found.get(key, Decimal(0)) for key in wanted}
