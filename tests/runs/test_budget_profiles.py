@@ -94,7 +94,7 @@ def test_the_form_saves_a_budget_and_names_a_bad_one(people) -> None:
     }
     bad = client.post(f"/agents/{profile.pk}/", {**data, "budget": '{"daily_cost_usd": -2}'})
     assert (
-        bad.status_code == 200
+        bad.status_code == 422
         and "daily_cost_usd must be a number of US dollars" in bad.content.decode()
     )
     saved = client.post(f"/agents/{profile.pk}/", {**data, "budget": '{"daily_cost_usd": 2}'})
