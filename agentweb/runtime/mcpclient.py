@@ -288,9 +288,7 @@ class McpConnection:
             elif exc.code == types.CONNECTION_CLOSED:
                 session.retire(ENDED)
             elif exc.code == types.PARSE_ERROR:
-                session.retire(
-                    f"answered something that is not JSON-RPC: {clip(exc.error.message)}"
-                )
+                session.retire(garbage(exc))
             else:
                 return f"refused the call: {clip(exc.error.message)} (error {exc.code})"
             return f"{session.fault}; {self._next()}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 from collections import deque
 from typing import Any, Protocol
 
@@ -52,12 +53,19 @@ def clip(text: str, n: int = 300) -> str:
     return text if len(text) <= n else text[:n] + "…"
 
 
+_PYDANTIC = re.compile(
+    r"(Invalid JSON: [^\[]+?)\s*\[type=[^,]+, input_value=(.{0,120}?), input_type"
+)
+
+
 def garbage(exc: BaseException) -> str:
-    """Words for a line of the server's that is not JSON-RPC."""
+    """Words for what the server sent that is not JSON-RPC: what it was, and why not."""
     what = clip(str(exc))
     if isinstance(exc, ValidationError) and exc.errors():
         first = exc.errors()[0]
         what = f"{clip(str(first.get('input', '')), 80)!r} ({first.get('msg', 'invalid')})"
+    elif found := _PYDANTIC.search(str(exc)):  # the HTTP transport's words for the same
+        what = f"{found.group(2)} ({found.group(1).strip()})"
     return f"answered something that is not JSON-RPC: {what}"
 
 

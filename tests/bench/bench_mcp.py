@@ -61,7 +61,7 @@ def pct(values: list[float], q: float) -> float:
 
 def report(name: str, ms: list[float], floor: float | None = None) -> float:
     median = statistics.median(ms)
-    line = f"{name:<46} p50 {median:8.2f} ms   p95 {pct(ms, 0.95):8.2f} ms   (n={len(ms)})"
+    line = f"{name:<46} p50 {median:9.3f} ms   p95 {pct(ms, 0.95):9.3f} ms   (n={len(ms)})"
     if floor is not None:
         line += f"   overhead p50 {median - floor:+.2f} ms ({median / floor:.0f}x)"
     print(line, flush=True)

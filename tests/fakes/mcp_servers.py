@@ -108,3 +108,70 @@ def zombies(pids: list[int]) -> list[int]:
         if state == "Z":
             found.append(pid)
     return found
+
+
+class GarbageHttpServer:
+    """A Streamable HTTP MCP server of a few lines that speaks the 2025 handshake and
+    lists one tool, ``echo``, then answers every ``tools/call`` with a body that is not
+    JSON-RPC (as a broken proxy or a crashed backend's error page would)."""
+
+    TOOL = {"name": "echo", "inputSchema": {"type": "object"}, "annotations": {}}
+
+    def __init__(self) -> None:
+        import json
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        outer = self
+        self.calls = 0
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:  # no server-initiated stream
+                self.send_response(405)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def do_DELETE(self) -> None:
+                self.do_GET()
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                method, rid = body.get("method"), body.get("id")
+                if rid is None:  # a notification
+                    self._send(202, b"")
+                elif method == "initialize":
+                    result = {
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "garbage", "version": "1"},
+                    }
+                    self._send(200, json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}))
+                elif method == "tools/list":
+                    result = {"tools": [outer.TOOL]}
+                    self._send(200, json.dumps({"jsonrpc": "2.0", "id": rid, "result": result}))
+                elif method == "tools/call":
+                    outer.calls += 1
+                    self._send(200, b"<html>502 Bad Gateway</html>")
+                else:  # server/discover and the rest: not here (the client falls back)
+                    error = {"code": -32601, "message": "Method not found"}
+                    self._send(200, json.dumps({"jsonrpc": "2.0", "id": rid, "error": error}))
+
+            def _send(self, status: int, data: bytes | str) -> None:
+                raw = data.encode() if isinstance(data, str) else data
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/mcp"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

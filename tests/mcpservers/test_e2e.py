@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
+from agentweb.mcpservers.models import McpServer
 from agentweb.runs import faults
 from agentweb.runs.models import Approval, Run, RunEvent, ToolExecution
 from tests.conftest import Proc, start_beat, start_web, start_worker, wait_for
@@ -186,7 +187,10 @@ def test_a_server_added_while_running_pauses_a_high_risk_call_which_runs_once_ac
         first.kill9()
         # The server's own process sees its stdin close and goes (no orphan stays).
         wait_for(lambda: not any(alive(pid) for pid in servers), 20, 0.1)
+        checked = McpServer.objects.get(name="pay").checked_at
         second = start_worker(stack["env"], stack["tmp"], "second")
+        # A worker that starts reads every server's tool list again.
+        wait_for(lambda: McpServer.objects.get(name="pay").checked_at > checked, 30, 0.2)
         assert approve_pending(stack, run_id) == 1
         run = wait_for(lambda: Run.objects.filter(pk=run_id, status__in=Run.FINAL).first(), 90)
         assert run.status == "succeeded", run.failure_reason

@@ -315,3 +315,20 @@ def test_tool_lists_are_read_again_when_the_server_says_they_changed():
     while everything.lists_changed == 0 and time.monotonic() < deadline:
         time.sleep(0.05)
     assert everything.lists_changed >= 1
+
+
+def test_garbage_over_http_fails_the_call_with_words_and_the_next_call_connects_again():
+    server = mcp_servers.GarbageHttpServer()
+    try:
+        conn = mcpclient.connection(ServerConfig("proxy", url=server.url, timeout=5))
+        assert [t.name for t in conn.list_tools()] == ["echo"]
+        first = _fault(conn, "echo", "g1")
+        assert first.startswith(
+            "MCP server 'proxy' answered something that is not JSON-RPC: "
+            "b'<html>502 Bad Gateway</html>' (Invalid JSON: expected value at line 1 column 1)"
+        )
+        assert first.endswith("the next call connects again")
+        _fault(conn, "echo", "g2")
+        assert server.calls == 2 and conn.sessions_opened == 2
+    finally:
+        server.close()
