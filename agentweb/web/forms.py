@@ -163,8 +163,8 @@ class AgentProfileForm(forms.Form):
         profile: AgentProfile | None = None,
         initial: dict[str, Any] | None = None,
     ) -> None:
-        if initial is None and profile is not None:
-            initial = profile_initial(profile)
+        if not initial:  # a new profile starts with the model's defaults
+            initial = profile_initial(profile or AgentProfile())
         super().__init__(data, initial=initial)
         self.edited = profile  # None: a new profile
         self.profile: AgentProfile | None = None  # checked, not saved: after is_valid()
@@ -185,6 +185,7 @@ class AgentProfileForm(forms.Form):
                     data[name] = strict_json(text) if text else None  # null: blank
                 except BadInput as exc:
                     self.add_error(name, f"not accepted: {exc}")
+                    data.pop(name, None)
             elif name in _WHOLE_FIELDS:
                 text = str(value or "").strip()
                 # ASCII digits only; anything else goes on as text, which the model refuses.
@@ -199,12 +200,14 @@ class AgentProfileForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
-        data = self.api_data(cleaned)
-        if self.errors:
-            return cleaned
+        data = self.api_data(cleaned)  # a JSON field it refused is left out ...
+        refused = set(self.errors)
         try:
-            self.profile, _ = profiles.prepare_profile(data, self.edited)
-        except profiles.ProfileInvalid as exc:
+            profile, _ = profiles.prepare_profile(data, self.edited)
+        except profiles.ProfileInvalid as exc:  # ... and the rest checked all the same
             for field, message in exc.errors.items():
-                self.add_error(field if field in self.fields else None, message)
+                if field not in refused:
+                    self.add_error(field if field in self.fields else None, message)
+        else:
+            self.profile = None if refused else profile
         return cleaned

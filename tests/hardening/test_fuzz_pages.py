@@ -216,6 +216,19 @@ def test_profile_json_errors_say_what_is_wrong(admin: Client) -> None:
         assert words in block.replace("&#x27;", "'"), (text, block[:400])
 
 
+def test_a_refused_json_field_does_not_hide_the_others(admin: Client) -> None:
+    """The JSON a field refused is left out and the rest read as the API reads them: the
+    types (tool_selection, a whole number), or else the profile's rules (1 to 200)."""
+    bad_json = '["\\ud800"]'
+    for others, fields in (
+        ({"tool_selection": "²", "max_iterations": "x"}, ("tool_selection", "max_iterations")),
+        ({"max_iterations": "0"}, ("max_iterations",)),
+    ):
+        response = post(admin, "/agents/new/", profile_form(allowed_tools=bad_json, **others))
+        for field in ("allowed_tools", *fields):
+            refused_in_field(response, field, f"{field} with {others}")
+
+
 @pytest.mark.parametrize("field", ["tool_selection", "max_iterations", "context_budget_tokens"])
 @pytest.mark.parametrize("text", NUMBER_TEXTS)
 def test_profile_numbers_are_ascii_whole_numbers(admin: Client, field: str, text: str) -> None:

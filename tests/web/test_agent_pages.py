@@ -57,6 +57,11 @@ def form(**overrides: Any) -> dict[str, Any]:
 def test_an_admin_creates_a_profile_in_the_browser(admin: Client) -> None:
     page = admin.get("/agents/new/")
     assert page.status_code == 200 and 'name="validator"' in page.content.decode()
+    # A new profile's form starts with the model's defaults.
+    shown = page.content.decode()
+    assert 'name="max_iterations" value="20"' in shown, shown
+    assert 'name="context_budget_tokens" value="16000"' in shown
+    assert 'name="tool_selection" value="all"' in shown and 'name="vision"' in shown
     response = admin.post("/agents/new/", form(tool_selection="4"))
     assert response.status_code == 302
     made = AgentProfile.objects.get(name="helper")
