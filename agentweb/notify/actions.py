@@ -16,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import Group, User
+from django.db import connections, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -23,7 +24,9 @@ from agentweb.notify.cards import ApprovalCard, approval_card
 from agentweb.notify.messages import approval_mail, slack_request
 from agentweb.notify.models import ApprovalLink, ApprovalNotice, SlackIdentity, hash_token
 from agentweb.outbox import actions as outbox
+from agentweb.outbox import lanes
 from agentweb.runs import actions as runs
+from agentweb.runs import queue
 from agentweb.runs.models import Approval, Run, arguments_hash
 from agentweb.runs.people import people_for
 
@@ -145,24 +148,33 @@ def first_recipients(approval: Approval, escalates: bool) -> list[User]:
     return first or users
 
 
+ANNOUNCE_TASK = "agentweb.notify.tasks.announce"
+ANNOUNCE_LANE = "notify"
+#: A request not announced this long after it was made is announced by beat's sweep (its
+#: wake-up was lost with a worker, or the broker was away).
+ANNOUNCE_GRACE = timedelta(seconds=15)
+
+
 def do_notify_requested(approval: Approval) -> None:
-    """A new (or re-opened) approval request: mail everyone who may decide it, post to
-    Slack, send ``approval.requested`` to the webhooks, and plan escalation and the
-    reminder. Call in the transaction that stored its ``approval_requested`` event."""
+    """A new (or re-opened) approval request, in the transaction that stored its
+    ``approval_requested`` event: its notice (when to escalate and remind) and the
+    ``approval.requested`` webhooks (in order with the run's other events). The mails and
+    the Slack message are made after commit (``do_announce``, on a worker's lane), so a
+    run's step never waits for them, however many people are told."""
     minutes = escalate_after(approval)
-    mail_on = settings.AGENTWEB_SMTP is not None
-    users = first_recipients(approval, bool(minutes)) if mail_on else []
-    told_slack = _tell(approval, users, ApprovalLink.Purpose.REQUESTED)
     now = timezone.now()
     remind = timedelta(minutes=settings.AGENTWEB_APPROVAL_REMIND_MINUTES)
     remind_at: datetime | None = approval.expires_at - remind
     if remind_at is not None and remind_at <= now:
         remind_at = None  # the request is shorter than the reminder's notice
+    # Without mail and Slack there is nothing to announce (webhooks go below).
+    channels = settings.AGENTWEB_SMTP is not None or bool(settings.AGENTWEB_SLACK_WEBHOOK_URL)
     ApprovalNotice.objects.update_or_create(
         approval=approval,
         defaults={
-            "notified": [u.pk for u in users],
-            "slack": told_slack,
+            "announced_at": None if channels else now,
+            "notified": [],
+            "slack": False,
             "escalate_at": now + timedelta(minutes=minutes) if minutes else None,
             "escalated_at": None,
             "remind_at": remind_at,
@@ -170,14 +182,75 @@ def do_notify_requested(approval: Approval) -> None:
         },
     )
     send_event("approval.requested", approval.run, approval=approval)
+    if channels:
+        approval_id = approval.pk
+        transaction.on_commit(lambda: _wake_announce(approval_id), robust=True)
+
+
+def _wake_announce(approval_id: int) -> None:
+    if lanes.in_worker():
+        lanes.submit(ANNOUNCE_LANE, approval_id, announce_in_lane)
+        return
+    try:
+        queue.send(ANNOUNCE_TASK, approval_id)
+    except Exception as exc:  # the sweep announces it
+        log.warning("approval %s: could not wake a worker (%s)", approval_id, exc)
+
+
+def announce_in_lane(approval_id: int) -> None:
+    try:
+        do_announce(approval_id)
+    finally:
+        connections.close_all()
+
+
+def do_announce(approval_id: int, now: datetime | None = None) -> bool:
+    """Mail everyone who may decide the approval (but the escalation group's members when
+    it will escalate) and post it to Slack, once: the notice is claimed by a conditional
+    UPDATE. False when it was not ours (announced already, or no longer pending)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        won = ApprovalNotice.objects.filter(
+            approval_id=approval_id, announced_at__isnull=True
+        ).update(announced_at=now)
+        if not won:
+            return False
+        approval = (
+            Approval.objects.select_related("run__agent", "run__created_by")
+            .filter(pk=approval_id, status=Approval.Status.PENDING)
+            .first()
+        )
+        if approval is None:
+            return False
+        minutes = escalate_after(approval)
+        mail_on = settings.AGENTWEB_SMTP is not None
+        users = first_recipients(approval, bool(minutes)) if mail_on else []
+        told_slack = _tell(approval, users, ApprovalLink.Purpose.REQUESTED)
+        ApprovalNotice.objects.filter(approval_id=approval_id).update(
+            notified=[u.pk for u in users], slack=told_slack
+        )
+    return True
+
+
+def _announce_late(now: datetime) -> int:
+    late = ApprovalNotice.objects.filter(
+        announced_at__isnull=True,
+        approval__status=Approval.Status.PENDING,
+        approval__requested_at__lt=now - ANNOUNCE_GRACE,
+    ).values_list("approval_id", flat=True)[:200]
+    return sum(1 for approval_id in list(late) if do_announce(approval_id, now))
 
 
 def do_escalate_and_remind(now: datetime | None = None) -> int:
     """Beat: escalate approvals still pending past their escalation time (once), and send
     the one reminder before expiry (once). Each is claimed by a conditional UPDATE."""
     now = now or timezone.now()
-    done = 0
-    pending = Q(approval__status=Approval.Status.PENDING, approval__expires_at__gt=now)
+    done = _announce_late(now)
+    pending = Q(
+        approval__status=Approval.Status.PENDING,
+        approval__expires_at__gt=now,
+        announced_at__isnull=False,
+    )
     due = ApprovalNotice.objects.filter(
         pending, escalated_at__isnull=True, escalate_at__isnull=False, escalate_at__lte=now
     ).values_list("pk", flat=True)[:200]

@@ -67,6 +67,7 @@ class ApprovalNotice(models.Model):
     (once) and when the reminder goes (once), if it is still pending then."""
 
     approval = models.OneToOneField(Approval, on_delete=models.CASCADE, related_name="notice")
+    announced_at = models.DateTimeField(null=True, blank=True)  # mails and Slack made
     notified = models.JSONField(default=list)  # user ids first mailed
     slack = models.BooleanField(default=False)  # the request went to Slack
     escalate_at = models.DateTimeField(null=True, blank=True)

@@ -15,7 +15,6 @@ from email.policy import SMTP
 from email.utils import format_datetime, parseaddr
 from typing import Any
 
-from celery import current_task
 from django.conf import settings
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db import connections, transaction
@@ -145,7 +144,7 @@ def do_queue_email(
     _, address = parseaddr(to)
     if "@" not in address or any(c in to for c in "\r\n"):
         raise BadDelivery(f"not an email address: {to!r}")
-    delivery_id = _checked_id(delivery_id)
+    delivery_id, fresh = _checked_id(delivery_id)
     body = build_email(
         delivery_id=delivery_id, to=to, subject=subject, text=text, html=html, headers=headers
     )
@@ -158,6 +157,7 @@ def do_queue_email(
         topic=topic,
         about=about,
         ordering_key=ordering_key,
+        fresh=fresh,
     )
 
 
@@ -212,7 +212,7 @@ def _queue_post(
 ) -> Delivery:
     if not url.startswith(("http://", "https://")):
         raise BadDelivery(f"not an http(s) URL: {url[:100]!r}")
-    delivery_id = _checked_id(delivery_id)
+    delivery_id, fresh = _checked_id(delivery_id)
     if "delivery_id" in payload and payload["delivery_id"] is None:
         payload = {**payload, "delivery_id": delivery_id}
     try:
@@ -229,15 +229,17 @@ def _queue_post(
         about=about,
         ordering_key=ordering_key,
         secret=secret,
+        fresh=fresh,
     )
 
 
-def _checked_id(delivery_id: str | None) -> str:
+def _checked_id(delivery_id: str | None) -> tuple[str, bool]:
+    """The delivery id, and whether it was made here (then nobody else has it yet)."""
     if delivery_id is None:
-        return new_delivery_id()
+        return new_delivery_id(), True
     if not _DELIVERY_ID.fullmatch(delivery_id):
         raise BadDelivery("a delivery id is 1-100 of A-Z a-z 0-9 . _ - (it is a Message-ID)")
-    return delivery_id
+    return delivery_id, False
 
 
 def _queue(
@@ -251,33 +253,38 @@ def _queue(
     about: tuple[str, int] | None,
     ordering_key: str,
     secret: str = "",
+    fresh: bool = False,
 ) -> Delivery:
     """The row, created once per ``delivery_id``: queueing the same id again returns the
-    first row unchanged (its bytes stay the ones first stored)."""
+    first row unchanged (its bytes stay the ones first stored). ``fresh``: the id was
+    made here (a uuid), so it cannot exist yet."""
     now = timezone.now()
     about_type, about_id = about if about is not None else ("", None)
-    with transaction.atomic():
-        delivery, created = Delivery.objects.get_or_create(
-            delivery_id=delivery_id,
-            defaults={
-                "channel": channel,
-                "target": target,
-                "to_label": to_label[:300],
-                "body": body,
-                "secret": secret,
-                "topic": topic[:60],
-                "about_type": about_type,
-                "about_id": about_id,
-                "ordering_key": ordering_key[:300],
-                "next_attempt_at": now,
-                "give_up_at": now + timedelta(hours=settings.AGENTWEB_DELIVERY_RETRY_HOURS),
-                "dispatched_at": now,
-            },
-        )
-        if created:
-            pk, lane = delivery.pk, delivery.lane
-            transaction.on_commit(lambda: dispatch(pk, lane))
-            _changed_on_commit(delivery)
+    fields = {
+        "channel": channel,
+        "target": target,
+        "to_label": to_label[:300],
+        "body": body,
+        "secret": secret,
+        "topic": topic[:60],
+        "about_type": about_type,
+        "about_id": about_id,
+        "ordering_key": ordering_key[:300],
+        "next_attempt_at": now,
+        "give_up_at": now + timedelta(hours=settings.AGENTWEB_DELIVERY_RETRY_HOURS),
+        "dispatched_at": now,
+    }
+    if fresh:  # an id made here: nobody else has it, no look-up first
+        delivery, created = Delivery.objects.create(delivery_id=delivery_id, **fields), True
+    else:
+        with transaction.atomic():
+            delivery, created = Delivery.objects.get_or_create(
+                delivery_id=delivery_id, defaults=fields
+            )
+    if created:
+        pk, lane = delivery.pk, delivery.lane
+        transaction.on_commit(lambda: dispatch(pk, lane))
+        _changed_on_commit(delivery)
     return delivery
 
 
@@ -288,7 +295,7 @@ def dispatch(delivery_pk: int, lane: str) -> None:
     """Wake an attempt: on this process's lane when it is a worker (the delivery was
     queued by a run's step or a task), else through the broker. A broker that cannot be
     reached loses nothing: the sweep finds the row."""
-    if current_task:  # inside a Celery task: this process has lanes
+    if lanes.in_worker():  # this process has lanes
         lanes.submit(lane, delivery_pk, attempt_in_lane)
         return
     try:

@@ -16,10 +16,13 @@ import queue
 import threading
 from collections.abc import Callable
 
+from celery import current_task
+
 log = logging.getLogger(__name__)
+_local = threading.local()
 
 #: Attempts running at once per lane and process.
-THREADS_PER_LANE = 2
+THREADS_PER_LANE = 4
 
 
 class _Lane:
@@ -43,6 +46,7 @@ class _Lane:
 
     def _serve(self) -> None:
         # A thread stays while there is work and a few seconds after, then goes.
+        _local.on_lane = True
         while True:
             try:
                 delivery_pk = self.ids.get(timeout=5)
@@ -76,3 +80,9 @@ def submit(lane: str, delivery_pk: int, work: Callable[[int], None]) -> None:
         if found is None:
             found = _lanes[lane] = _Lane(lane, work)
     found.submit(delivery_pk)
+
+
+def in_worker() -> bool:
+    """This thread runs in a worker: a Celery task's, or a lane's. Work queued here can go
+    to this process's lanes instead of through the broker."""
+    return bool(current_task) or getattr(_local, "on_lane", False)

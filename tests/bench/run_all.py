@@ -30,6 +30,7 @@ BENCHES = [
     ("PostgreSQL connections under 24 polling API clients", "bench_connections.py", []),
     ("observability costs (/metrics scrape, spans per step)", "bench_metrics.py", []),
     ("workbench isolation costs", "bench_workbench.py", []),
+    ("approval channels: request -> mail/Slack, Slack click -> tool", "bench_channels.py", []),
     ("MCP calls over a local @tool, stdio restarts", "bench_mcp.py", []),
 ]
 

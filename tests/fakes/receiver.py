@@ -39,6 +39,7 @@ class Hit:
     headers: dict[str, str]
     body: bytes
     at: float = field(default_factory=time.monotonic)
+    wall: float = field(default_factory=time.time)  # to compare with stored timestamps
     status: int = 0  # what the receiver answered
     reason: str = ""  # why it refused, when it did
 
@@ -80,6 +81,10 @@ class Receiver:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+
+            def setup(self) -> None:
+                super().setup()
+                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -219,11 +224,12 @@ class Receiver:
 
     @staticmethod
     def _answer(handler: BaseHTTPRequestHandler, status: int, body: bytes) -> None:
-        try:
-            handler.send_response(status)
-            handler.send_header("Content-Type", "text/plain")
-            handler.send_header("Content-Length", str(len(body)))
-            handler.end_headers()
-            handler.wfile.write(body)
+        reason = handler.responses.get(status, ("",))[0]
+        head = (
+            f"HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n"
+        )
+        try:  # one write: a second small one would wait for the client's delayed ACK
+            handler.wfile.write(head.encode() + body)
         except (BrokenPipeError, ConnectionResetError):
             handler.close_connection = True

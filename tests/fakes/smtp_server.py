@@ -49,6 +49,7 @@ class Received:
     tls: bool  # the session was encrypted (STARTTLS or implicit TLS)
     login: str | None  # who logged in, if anyone
     at: float = field(default_factory=time.monotonic)
+    wall: float = field(default_factory=time.time)  # to compare with stored timestamps
 
     @property
     def message(self) -> EmailMessage:
@@ -72,6 +73,14 @@ class Received:
 class _Handler:
     def __init__(self, server: FakeSmtpServer) -> None:
         self.server = server
+
+    async def handle_EHLO(
+        self, smtp: Any, session: Any, envelope: Any, hostname: str, responses: list[str]
+    ) -> list[str]:
+        with self.server._lock:
+            self.server.greetings += 1  # EHLO: a new session (or one after STARTTLS)
+        session.host_name = hostname
+        return responses
 
     async def handle_DATA(self, smtp: Any, session: Any, envelope: Any) -> str:
         server = self.server
@@ -106,10 +115,12 @@ class FakeSmtpServer:
         implicit_tls: bool = False,
         auth: tuple[str, str] | None = None,
         offer_starttls: bool = True,
+        idle_timeout: float = 300,
     ) -> None:
         self.messages: list[Received] = []  # accepted (answered 250)
         self.seen: list[Received] = []  # every message sent after DATA, refused ones too
         self.attempts = 0  # DATA commands seen, refused ones included
+        self.greetings = 0  # EHLO commands seen
         self.ca = ca
         self.implicit_tls = implicit_tls
         self.auth = auth
@@ -119,7 +130,7 @@ class FakeSmtpServer:
         self._hung = threading.Event()
         self._stopping = False
         self.port = _free_port()
-        kwargs: dict[str, Any] = {}
+        kwargs: dict[str, Any] = {"timeout": idle_timeout}  # an idle session is closed
         if ca is not None and implicit_tls:
             kwargs["ssl_context"] = ca.server_context()
         elif ca is not None and offer_starttls:

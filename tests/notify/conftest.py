@@ -113,6 +113,14 @@ def slack(settings: Any) -> Iterator[Receiver]:
         yield receiver
 
 
+def announce(approval: Approval) -> None:
+    """What the request's step and, after it commits, a worker's lane do."""
+    from agentweb.notify import actions as notify
+
+    notify.do_notify_requested(approval)
+    notify.do_announce(approval.pk)
+
+
 def send_all(about: str | None = None) -> list[str | None]:
     """Attempt every queued delivery once, in order (what the worker would do)."""
     from agentweb.outbox import actions as outbox

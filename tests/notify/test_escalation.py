@@ -15,7 +15,7 @@ from agentweb.outbox.models import Delivery
 from agentweb.runs import actions
 from tests.fakes.receiver import Receiver
 from tests.fakes.smtp_server import FakeSmtpServer
-from tests.notify.conftest import send_all, waiting_refund
+from tests.notify.conftest import announce, send_all, waiting_refund
 
 
 @pytest.fixture
@@ -44,7 +44,7 @@ def test_it_escalates_once_after_the_minutes(
     team: Any, escalation: Any, smtp: FakeSmtpServer, slack: Receiver
 ) -> None:
     waiting = waiting_refund(team["starter"])
-    notify.do_notify_requested(waiting.approval)
+    announce(waiting.approval)
     # the group hears of it only when it escalates
     first = ["alice@example.test", "bob@example.test", "root@example.test"]
     assert mailed_to("approval.requested") == first
@@ -68,7 +68,7 @@ def test_it_escalates_once_after_the_minutes(
 
 def test_a_decided_request_is_not_escalated(team: Any, escalation: Any, smtp: Any) -> None:
     waiting = waiting_refund(team["starter"])
-    notify.do_notify_requested(waiting.approval)
+    announce(waiting.approval)
     actions.do_decide_approval(
         approval_id=waiting.approval.pk, user=team["alice"], decision="approve"
     )
@@ -78,7 +78,7 @@ def test_a_decided_request_is_not_escalated(team: Any, escalation: Any, smtp: An
 
 def test_one_reminder_goes_to_those_first_told(team: Any, escalation: Any, smtp: Any) -> None:
     waiting = waiting_refund(team["starter"])  # expires in an hour
-    notify.do_notify_requested(waiting.approval)
+    announce(waiting.approval)
     notice = ApprovalNotice.objects.get(approval=waiting.approval)
     assert notice.remind_at == waiting.approval.expires_at - timedelta(minutes=30)
     now = timezone.now()
@@ -99,7 +99,7 @@ def test_a_short_request_gets_no_reminder(team: Any, settings: Any, smtp: Any) -
     waiting = waiting_refund(team["starter"])
     waiting.approval.expires_at = timezone.now() + timedelta(minutes=30)
     waiting.approval.save(update_fields=["expires_at"])
-    notify.do_notify_requested(waiting.approval)
+    announce(waiting.approval)
     assert ApprovalNotice.objects.get(approval=waiting.approval).remind_at is None
 
 
@@ -107,7 +107,25 @@ def test_an_expired_request_is_neither_escalated_nor_reminded(
     team: Any, escalation: Any, smtp: Any
 ) -> None:
     waiting = waiting_refund(team["starter"])
-    notify.do_notify_requested(waiting.approval)
+    announce(waiting.approval)
     after = waiting.approval.expires_at + timedelta(seconds=1)
     assert notify.do_escalate_and_remind(after) == 0
     assert actions.do_expire_approvals(after) == 1
+
+
+def test_mails_are_made_after_the_step_and_a_lost_wake_up_is_swept(
+    team: Any, smtp: FakeSmtpServer
+) -> None:
+    waiting = waiting_refund(team["starter"])
+    notify.do_notify_requested(waiting.approval)  # in the step's transaction: the plan only
+    assert Delivery.objects.filter(channel="email").count() == 0
+    notice = ApprovalNotice.objects.get(approval=waiting.approval)
+    assert notice.announced_at is None
+    now = timezone.now()
+    assert notify.do_escalate_and_remind(now + timedelta(seconds=5)) == 0  # not late yet
+    assert notify.do_escalate_and_remind(now + timedelta(seconds=16)) == 1  # the wake-up was lost
+    assert mailed_to("approval.requested") == [
+        "alice@example.test", "bob@example.test", "root@example.test",
+    ]  # fmt: skip
+    assert notify.do_announce(waiting.approval.pk) is False  # once
+    assert Delivery.objects.filter(channel="email").count() == 3

@@ -15,7 +15,7 @@ from agentweb.notify import actions as notify
 from agentweb.notify.models import ApprovalLink
 from agentweb.runs.models import Approval, Run
 from tests.fakes.smtp_server import FakeSmtpServer
-from tests.notify.conftest import SITE, send_all, waiting_refund
+from tests.notify.conftest import SITE, announce, send_all, waiting_refund
 
 LINK = re.compile(r"http://agentweb\.test/approvals/(\d+)/\?t=([A-Za-z0-9_-]+)")
 
@@ -45,7 +45,7 @@ def status(approval: Approval) -> str:
 @pytest.fixture
 def mailed(team: dict[str, Any], smtp: FakeSmtpServer) -> tuple[Any, dict[str, str]]:
     waiting = waiting_refund(team["starter"])
-    notify.do_notify_requested(waiting.approval)
+    announce(waiting.approval)
     send_all()
     smtp.wait_for(3)
     return waiting, mailed_links(smtp)
@@ -56,7 +56,7 @@ def test_it_mails_everyone_who_may_decide_but_the_starter(
 ) -> None:
     waiting = waiting_refund(team["starter"], amount=25)
     waiting_refund(team["alice"], amount=15, call_id="other", order="A1001")  # pending too
-    notify.do_notify_requested(waiting.approval)
+    announce(waiting.approval)
     assert send_all() == ["sent", "sent", "sent"]
     to = sorted(m.envelope_to[0] for m in smtp.wait_for(3))
     # approvers and the admin; not the operator, not the starter, not one without mail
@@ -194,7 +194,7 @@ def test_a_lost_permission_refuses_the_link(mailed: Any, team: dict[str, Any]) -
 def test_without_mail_nothing_is_mailed(team: dict[str, Any], settings: Any) -> None:
     settings.AGENTWEB_SMTP = None
     waiting = waiting_refund(team["starter"])
-    notify.do_notify_requested(waiting.approval)
+    announce(waiting.approval)
     assert notify.notifications(waiting.approval.pk) == []
     assert ApprovalLink.objects.count() == 0
 
@@ -203,7 +203,7 @@ def test_the_inbox_and_the_api_say_what_reached_whom(
     team: dict[str, Any], smtp: FakeSmtpServer
 ) -> None:
     waiting = waiting_refund(team["starter"])
-    notify.do_notify_requested(waiting.approval)
+    announce(waiting.approval)
     smtp.refuse(1, "550 5.1.1 No such user")  # the first mail (alice's) bounces for good
     send_all()
     alice = login(team["alice"])

@@ -15,7 +15,7 @@ from agentweb.notify.models import SlackIdentity
 from agentweb.runs.models import Approval
 from tests.fakes.receiver import Receiver
 from tests.fakes.slack import block_actions, button, signed
-from tests.notify.conftest import SLACK_SECRET, send_all, waiting_refund
+from tests.notify.conftest import SLACK_SECRET, announce, send_all, waiting_refund
 
 HOOK = "/hooks/slack/interactions"
 
@@ -25,7 +25,7 @@ def posted(team: dict[str, Any], slack: Receiver, settings: Any) -> tuple[Any, d
     settings.AGENTWEB_SLACK_USERS = {"UALICE": "alice", "USTARTER": "starter", "UOSCAR": "oscar"}
     SlackIdentity.objects.create(user=team["bob"], slack_id="UBOB")
     waiting = waiting_refund(team["starter"])
-    notify.do_notify_requested(waiting.approval)
+    announce(waiting.approval)
     assert send_all() == ["sent"]
     [hit] = slack.wait_for(1)
     return waiting, hit.json

@@ -14,6 +14,7 @@ from django.db import connection
 from django.utils import timezone
 
 from agentweb.outbox import actions as outbox
+from agentweb.outbox import transports
 from agentweb.outbox.config import parse_smtp_url
 from agentweb.outbox.models import Delivery
 from tests.fakes.receiver import Receiver
@@ -147,6 +148,21 @@ def test_no_password_in_clear_when_starttls_is_not_offered(settings: Any, tmp_pa
         assert outbox.do_attempt_delivery(d.pk) == "queued"
         assert "does not offer STARTTLS" in fresh(d).last_error
         assert server.attempts == 0
+
+
+def test_a_thread_keeps_its_mail_session_and_makes_a_new_one_when_it_is_gone(
+    settings: Any,
+) -> None:
+    with FakeSmtpServer(idle_timeout=0.5) as server:
+        settings.AGENTWEB_SMTP = parse_smtp_url(server.url)
+        transports._drop_smtp()
+        for _ in range(3):
+            assert outbox.do_attempt_delivery(mail().pk) == "sent"
+        assert server.greetings == 1 and len(server.messages) == 3  # one session, three mails
+        time.sleep(1.0)  # the server closes the idle session
+        assert outbox.do_attempt_delivery(mail().pk) == "sent"
+        assert server.greetings == 2 and len(server.messages) == 4
+    transports._drop_smtp()
 
 
 def test_header_injection_through_a_subject_is_flattened(smtp: FakeSmtpServer) -> None:
