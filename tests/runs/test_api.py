@@ -325,6 +325,9 @@ def test_every_request_body_in_the_document_is_the_model_its_endpoint_parses_wit
         ("/api/tickets/{id}", "patch"): ticket_input.ChangeTicket,
         ("/api/tickets/{id}/messages", "post"): ticket_input.AddMessage,
     }
+    from agentweb.mcpservers.api_input import AddServer
+
+    parsers[("/api/mcp-servers", "post")] = AddServer
     doc = Client().get("/api/openapi.json").json()
     bodies = {
         (path, method): spec["requestBody"]
