@@ -36,6 +36,8 @@ __all__ = ["Provider", "iter_sse_data", "provider_from_env"]
 log = logging.getLogger(__name__)
 
 Payload = dict[str, Any] | Callable[[], dict[str, Any]]
+# how httpx encodes ``json=`` (NaN refused): one encoder for every request body
+_ENCODE_BODY = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
 _RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 _RETRY_EXCEPTIONS: tuple[type[Exception], ...] = (
     httpx.ConnectError,
@@ -70,6 +72,13 @@ class Provider:
     _dropped: set[str] = field(default_factory=set, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     _timeouts: dict[float, httpx.Timeout] = field(default_factory=dict, repr=False)
+    _timeout_exts: dict[float, dict[str, float | None]] = field(default_factory=dict, repr=False)
+    _targets: dict[str, tuple[httpx.URL, httpx.BaseTransport]] = field(
+        default_factory=dict, repr=False
+    )
+    _header_lists: dict[tuple[tuple[str, str], ...], list[tuple[str, str]]] = field(
+        default_factory=dict, repr=False
+    )
 
     def __post_init__(self) -> None:
         self.base_url = self.base_url.rstrip("/")
@@ -121,9 +130,7 @@ class Provider:
         dropped the adapter may want to shape the request differently)."""
         for attempt in self._attempts(payload, optional):
             try:
-                resp = self.http().post(
-                    url, json=attempt.body, headers=dict(headers), timeout=self._timeout(timeout)
-                )
+                resp = self._post(url, attempt.body, headers, timeout)
             except (httpx.HTTPError, httpx.InvalidURL) as exc:
                 self._transport_failed(attempt, exc, stalled="no reply within the timeout")
                 continue
@@ -131,7 +138,7 @@ class Provider:
                 break  # the only way out of the attempts that does not raise
             self._refused(attempt, resp, resp.text)
         try:
-            data = resp.json()
+            data = json.loads(resp.content)
         except ValueError as exc:
             raise ModelHTTPError(
                 self.name, resp.status_code, f"reply is not JSON: {resp.text[:200]}"
@@ -143,6 +150,60 @@ class Provider:
         if "error" in data and not data.get("choices") and not data.get("content"):
             raise ModelHTTPError(self.name, resp.status_code, _error_text(data))
         return data
+
+    def _post(
+        self, url: str, body: dict[str, Any], headers: Mapping[str, str], timeout: float | None
+    ) -> httpx.Response:
+        """One POST of a JSON body, read in full. The request is built here and handed to
+        the client's transport for the URL (its connection pool, proxies as httpx chose
+        them, the guarded connections), without the per-call work of ``Client.post`` that
+        a provider call never needs: URL merging, the cookie jar, the auth and redirect
+        flows (redirects are not followed either way: a 3xx comes back as it is) and
+        httpx's INFO log line. The body is encoded as httpx encodes ``json=``."""
+        target = self._targets.get(url)
+        if target is None:
+            parsed = httpx.URL(url)
+            target = (parsed, self.http()._transport_for_url(parsed))
+            if len(self._targets) > 64:
+                self._targets.clear()
+            self._targets[url] = target
+        content = _ENCODE_BODY(body).encode()
+        request = httpx.Request(
+            "POST",
+            target[0],
+            headers=[*self._header_list(headers), ("Content-Length", str(len(content)))],
+            content=content,
+            extensions={"timeout": self._timeout_ext(timeout)},
+        )
+        response = target[1].handle_request(request)
+        response.request = request
+        try:
+            response.read()  # closes the stream: the connection goes back to the pool
+        except BaseException:
+            response.close()
+            raise
+        return response
+
+    def _header_list(self, headers: Mapping[str, str]) -> list[tuple[str, str]]:
+        """The client's default headers (User-Agent, Accept, Accept-Encoding, Connection)
+        under the adapter's, and the JSON content type: made once per set of headers."""
+        key = tuple(headers.items())
+        merged = self._header_lists.get(key)
+        if merged is None:
+            own = {k.lower() for k in headers}
+            merged = [(k, v) for k, v in self.http().headers.items() if k.lower() not in own]
+            merged += [*key, ("Content-Type", "application/json")]
+            if len(self._header_lists) > 64:
+                self._header_lists.clear()
+            self._header_lists[key] = merged
+        return merged
+
+    def _timeout_ext(self, timeout: float | None) -> dict[str, float | None]:
+        read = self.read_timeout if timeout is None else timeout
+        ext = self._timeout_exts.get(read)
+        if ext is None:
+            ext = self._timeout_exts[read] = self._timeout(timeout).as_dict()
+        return ext
 
     def stream_json(
         self,
