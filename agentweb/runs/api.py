@@ -61,7 +61,9 @@ def api_view(methods: tuple[str, ...]) -> Callable[[View], View]:
         @wraps(view)
         def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if request.method not in methods:
-                return error(405, "method_not_allowed", f"use {' or '.join(methods)}")
+                refused = error(405, "method_not_allowed", f"use {' or '.join(methods)}")
+                refused["Allow"] = ", ".join(methods)  # RFC 9110 §15.5.6
+                return refused
             if "Authorization" in request.headers:
                 user = _token_user(request)
                 if user is None:

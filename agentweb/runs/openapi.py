@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_GET
 
 from agentweb.budgets import openapi as budgets_doc
 from agentweb.mcpservers import openapi as mcp_doc
@@ -428,5 +429,6 @@ def document() -> dict[str, Any]:
     }
 
 
+@require_GET  # other methods: 405 with Allow: GET
 def openapi_json(request: HttpRequest) -> JsonResponse:
     return JsonResponse(document())

@@ -360,3 +360,21 @@ def _untitled(value: Any) -> Any:
     if isinstance(value, list):
         return [_untitled(v) for v in value]
     return value
+
+
+def test_a_method_not_allowed_says_which_are_on_every_api_path(people) -> None:
+    """RFC 9110: a 405 carries Allow, listing what the path answers; here exactly the
+    methods the document lists for it (so the document misses none the server takes)."""
+    doc = Client().get("/api/openapi.json").json()
+    client = bearer(people["admin"])
+    paths = {**doc["paths"], "/api/openapi.json": {"get": {}}}
+    for template, item in paths.items():
+        url = template.replace("{id}", "1").replace("{name}", "x")
+        documented = {m.upper() for m in item if m in ("get", "post", "put", "patch", "delete")}
+        others = {"GET", "POST", "PUT", "PATCH", "DELETE"} - documented
+        for method in ("TRACE", "OPTIONS", *sorted(others)):
+            response = client.generic(method, url)
+            assert response.status_code == 405, (method, url)
+            assert response.json()["error"]["code"] == "method_not_allowed"
+            allowed = {m.strip() for m in response["Allow"].split(",")}
+            assert allowed == documented, (method, url, allowed)
