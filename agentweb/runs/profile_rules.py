@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 
 from agentweb.budgets.limits import budget_problem
-from agentweb.runs import agents, toolset
+from agentweb.runs import agents, prompts, toolset
 from agentweb.runs.people import split_policy
 from agentweb.runtime.approvals import Threshold, parse_policy
 
@@ -80,29 +80,46 @@ def profile_errors(profile: Any) -> dict[str, str]:
         errors["max_iterations"] = "must be from 1 to 200"
     if profile.context_budget_tokens is not None and profile.context_budget_tokens < 1000:
         errors["context_budget_tokens"] = "must be at least 1000"
+    if isinstance(profile.system_prompt, str):
+        # A name the stored prompt already has stays (so an export imports again).
+        problem = prompts.template_problem(
+            profile.system_prompt, prompts.names_in(kept.get("system_prompt", ""))
+        )
+        if problem:
+            errors["system_prompt"] = problem
     problem = budget_problem(getattr(profile, "budget", None))
     if problem:
         errors["budget"] = problem
     return errors
 
 
-def _stored_names(profile: Any) -> dict[str, set[str]]:
-    """The tool names the stored row of ``profile`` already has, per field (none for a
-    new profile)."""
+def _stored_names(profile: Any) -> dict[str, Any]:
+    """The tool names the stored row of ``profile`` already has, per field, and its
+    stored ``system_prompt`` (none for a new profile)."""
     if getattr(profile, "pk", None) is None:
         return {}
     row = (
         type(profile)
         .objects.filter(pk=profile.pk)
-        .values("allowed_tools", "risk_overrides", "approval_policies")
+        .values("allowed_tools", "risk_overrides", "approval_policies", "system_prompt")
         .first()
     )
     if row is None:
         return {}
-    return {
-        field: {str(n) for n in value} if isinstance(value, list | dict) else set()
-        for field, value in row.items()
-    }
+    kept: dict[str, Any] = {"system_prompt": str(row.pop("system_prompt") or "")}
+    for field, value in row.items():
+        kept[field] = {str(n) for n in value} if isinstance(value, list | dict) else set()
+    return kept
+
+
+def _argument_names(tool: str) -> set[str] | None:
+    """The argument names of a loaded tool (None: not loaded, or its schema names none
+    to hold a rule to)."""
+    found = toolset.registry().get(tool)
+    if found is None:
+        return None
+    properties = found.spec().parameters.get("properties")
+    return set(properties) if isinstance(properties, dict) else None
 
 
 def policy_errors(policies: Any, risk_of: Callable[[str], str] | None = None) -> str | None:
@@ -130,9 +147,15 @@ def policy_errors(policies: Any, risk_of: Callable[[str], str] | None = None) ->
                 "AGENTWEB_ESCALATION_GROUP (who is told when nobody decided in time)"
             )
         if isinstance(parsed, Threshold):
+            arguments = _argument_names(name)
             for key in (parsed.argument, parsed.sum_per):
                 if key is not None and (not key.isidentifier() or "__" in key):
                     return f"{name}: {key!r} is not an argument name"
+                if key is not None and arguments is not None and key not in arguments:
+                    return (
+                        f"{name} has no argument {key!r} "
+                        f"(its arguments: {', '.join(sorted(arguments)) or 'none'})"
+                    )
         if parsed == "never" and not settings.AGENTWEB_ALLOW_UNAPPROVED_HIGH_RISK:
             risk = risk_of(name) if risk_of is not None else toolset.risk_of(name)
             if risk == "high":

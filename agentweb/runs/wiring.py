@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from agentweb.runs import agents, delegation, people, policies, toolset
+from agentweb.runs import agents, delegation, people, policies, prompts, toolset
 from agentweb.runs.images import DbImageStore
 from agentweb.runs.journal import DbJournal
 from agentweb.runs.models import Run
@@ -32,8 +32,9 @@ def render_prompt(template: str, variables: dict[str, str]) -> str:
 
 
 def prompt_variables(run: Run) -> dict[str, str]:
+    """A value for each of ``prompts.VARIABLES`` (a profile's prompt may use no other)."""
     ticket = run.ticket
-    return {
+    values = {
         "user": run.created_by.get_username(),
         "now": timezone.now().strftime("%Y-%m-%d %H:%M UTC"),
         "ticket": ticket.as_prompt() if ticket else "(no ticket)",
@@ -42,6 +43,8 @@ def prompt_variables(run: Run) -> dict[str, str]:
         "customer_id": ticket.customer_id if ticket else "",
         "tools": ", ".join(toolset.registry().names()),
     }
+    assert tuple(values) == prompts.VARIABLES, "prompts.VARIABLES names what runs fill in"
+    return values
 
 
 #: Who supplies a run's budget check (``runtime.Agent(budget=...)``): the budgets app

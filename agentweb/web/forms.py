@@ -202,12 +202,22 @@ class AgentProfileForm(forms.Form):
         cleaned = super().clean() or {}
         data = self.api_data(cleaned)  # a JSON field it refused is left out ...
         refused = set(self.errors)
-        try:
-            profile, _ = profiles.prepare_profile(data, self.edited)
-        except profiles.ProfileInvalid as exc:  # ... and the rest checked all the same
-            for field, message in exc.errors.items():
-                if field not in refused:
+        for _ in range(3):  # ... and the rest checked all the same, each field at once:
+            try:
+                profile, _ = profiles.prepare_profile(data, self.edited)
+            except profiles.ProfileInvalid as exc:
+                said = {f: m for f, m in exc.errors.items() if f not in refused}
+                for field, message in said.items():
                     self.add_error(field if field in self.fields else None, message)
-        else:
-            self.profile = None if refused else profile
+                refused |= set(said)
+                # A field the API's models refused is left out and the rest read again,
+                # so the checks that need the whole profile say what they find too.
+                again = [f for f in said if f in data and f not in ("name", "system_prompt")]
+                if not again:
+                    break
+                for field in again:
+                    data.pop(field)
+            else:
+                self.profile = None if refused else profile
+                break
         return cleaned

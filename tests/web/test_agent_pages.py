@@ -81,6 +81,21 @@ def test_an_admin_creates_a_profile_in_the_browser(admin: Client) -> None:
         ("tool_selection", "lots", "a whole number"),
         ("delegates", '["ghost"]', "ghost"),
         ("approval_policies", '{"get_order": "sometimes"}', "always"),
+        # DESIGN 16: what the page used to save without a word
+        (
+            "approval_policies",
+            '{"issue_refund": {"argument": "amountx", "at_least": 20}}',
+            "issue_refund has no argument 'amountx' (its arguments: ",
+        ),
+        (
+            "approval_policies",
+            '{"issue_refund": {"argument": "amount", "at_least": 20, "sum_per": "order"}}',
+            "has no argument 'order'",
+        ),
+        ("system_prompt", "Help {{usr}} with the ticket.", "{{usr}} is not a variable"),
+        ("system_prompt", "Hello.\nThe ticket: {{ticket\nBe brief.", "line 2: '{{ticket' is not closed"),
+        ("system_prompt", "The {{ Ticket }}.", "{{Ticket}} is not a variable"),
+        ("max_iterations", "0", "must be from 1 to 200"),
     ],
 )
 def test_an_error_shows_under_its_field(admin: Client, field: str, value: str, words: str) -> None:
@@ -92,6 +107,45 @@ def test_an_error_shows_under_its_field(admin: Client, field: str, value: str, w
     assert "has-error" in body[start - 40 : start + 40] or 'class="error"' in block
     assert 'class="error"' in block and words in block.replace("&#x27;", "'").replace("&quot;", '"')
     assert not AgentProfile.objects.filter(name="helper").exists()
+    # ... and a summary at the top of the form links to it
+    summary = body[body.index('id="form-errors"') : body.index('id="field-name"')]
+    assert f'href="#field-{field}"' in summary, summary
+
+
+def test_every_refused_field_is_in_the_summary_at_the_top(admin: Client) -> None:
+    response = admin.post(
+        "/agents/new/", form(system_prompt="{{usr}}", max_iterations="0", tool_selection="x")
+    )
+    body = response.content.decode()
+    summary = body[body.index('id="form-errors"') : body.index('id="field-name"')]
+    assert "Not saved: 3 problems." in summary
+    for field in ("system_prompt", "max_iterations", "tool_selection"):
+        assert f'href="#field-{field}"' in summary
+
+
+def test_a_prompt_with_every_variable_and_a_known_policy_argument_are_saved(
+    admin: Client,
+) -> None:
+    prompt = "For {{user}} at {{ now }}: {{ticket}} #{{ticket_id}} {{customer}} "
+    prompt += "{{customer_id}} with {{tools}}."
+    policy = '{"issue_refund": {"argument": "amount", "at_least": 20, "sum_per": "order_id"}}'
+    response = admin.post(
+        "/agents/new/",
+        form(system_prompt=prompt, approval_policies=policy, allowed_tools='["issue_refund"]'),
+    )
+    assert response.status_code == 302, response.content.decode()
+    made = AgentProfile.objects.get(name="helper")
+    assert made.system_prompt == prompt and made.approval_policies["issue_refund"]["at_least"] == 20
+
+
+def test_a_stored_prompt_keeps_a_name_it_already_had(admin: Client) -> None:
+    # Stored before the check: saving it again (or `agents import` of its export) works.
+    stored = AgentProfile.objects.create(name="helper", system_prompt="Hi {{usr}}.", validator="")
+    url = f"/agents/{stored.pk}/"
+    kept = admin.post(url, form(system_prompt="Hello {{usr}}."))
+    assert kept.status_code == 302, kept.content.decode()
+    new = admin.post(url, form(system_prompt="Hello {{usr}} {{whom}}."))
+    assert new.status_code == 422 and "{{whom}} is not a variable" in new.content.decode()
 
 
 def test_clone_prefills_a_copy_under_a_new_name(admin: Client) -> None:
