@@ -52,7 +52,7 @@ def template_problem(template: str, allowed: frozenset[str] = frozenset()) -> st
         line = _line(template, at)
         if inner is None:
             rest = template[at + 2 :]
-            cut = min((i for i in (rest.find("\n"), rest.find(_OPEN), 18) if i >= 0))
+            cut = min(i for i in (rest.find("\n"), rest.find(_OPEN), 18) if i >= 0)
             snippet = _OPEN + rest[:cut]
             return f"line {line}: {snippet!r} is not closed with }}}}"
         name = name_of(inner)
@@ -66,6 +66,5 @@ def template_problem(template: str, allowed: frozenset[str] = frozenset()) -> st
 
 def names_in(template: str) -> frozenset[str]:
     """The variable names ``template`` uses (closed placeholders only)."""
-    return frozenset(
-        name for _, inner in placeholders(template) if inner is not None and (name := name_of(inner))
-    )
+    names = (name_of(inner) for _, inner in placeholders(template) if inner is not None)
+    return frozenset(name for name in names if name)

@@ -93,7 +93,7 @@ def test_an_admin_creates_a_profile_in_the_browser(admin: Client) -> None:
             "has no argument 'order'",
         ),
         ("system_prompt", "Help {{usr}} with the ticket.", "{{usr}} is not a variable"),
-        ("system_prompt", "Hello.\nThe ticket: {{ticket\nBe brief.", "line 2: '{{ticket' is not closed"),
+        ("system_prompt", "Hi.\nThe ticket: {{ticket\nBe brief.", "line 2: '{{ticket' is not"),
         ("system_prompt", "The {{ Ticket }}.", "{{Ticket}} is not a variable"),
         ("max_iterations", "0", "must be from 1 to 200"),
     ],
