@@ -44,21 +44,33 @@ class SmtpConfig:
         return f"{scheme}://{user}{self.host}:{self.port}"
 
 
-def parse_smtp_url(value: str, name: str = "AGENTWEB_SMTP_URL") -> SmtpConfig | None:
-    """``smtp://user:pass@host:587`` (STARTTLS when offered), ``smtps://user:pass@host:465``
-    (TLS from the start), ``smtp://host:2525?tls=off`` (plain text, loopback hosts only:
-    tests). Empty: no mail. User and password are percent-decoded."""
-    value = (value or "").strip()
-    if not value:
-        return None
+@dataclass(frozen=True, slots=True)
+class ServerUrl:
+    """A mail server's address read from ``<scheme>://user:pass@host:port/path?tls=off``."""
+
+    host: str
+    port: int | None
+    implicit_tls: bool
+    tls: bool
+    username: str | None
+    password: str | None
+    path: str
+
+
+def parse_server_url(
+    value: str, name: str, *, plain: str, implicit: str, example: str, in_clear: str
+) -> ServerUrl:
+    """The part SMTP and IMAP addresses share: ``<implicit>://`` is TLS from the first byte,
+    ``<plain>://`` STARTTLS, ``?tls=off`` plain text for a loopback host only (tests);
+    ``in_clear`` says what would travel unencrypted. User and password stay percent-encoded."""
     parts = urlsplit(value)
-    if parts.scheme not in {"smtp", "smtps"}:
+    if parts.scheme not in {plain, implicit}:
         raise ImproperlyConfigured(
-            f"{name} must start with smtp:// or smtps://, got scheme {parts.scheme!r}"
+            f"{name} must start with {implicit}:// or {plain}://, got scheme {parts.scheme!r}"
         )
     host = parts.hostname or ""
     if not host:
-        raise ImproperlyConfigured(f"{name} must name a host: smtp://user:pass@host:587")
+        raise ImproperlyConfigured(f"{name} must name a host: {example}")
     try:
         port = parts.port
     except ValueError:
@@ -70,25 +82,51 @@ def parse_smtp_url(value: str, name: str = "AGENTWEB_SMTP_URL") -> SmtpConfig | 
     tls_option = query.get("tls", ["on"])[-1].lower()
     if tls_option not in {"on", "off"}:
         raise ImproperlyConfigured(f"{name}: tls must be 'off' (or left out), got {tls_option!r}")
-    implicit = parts.scheme == "smtps"
+    is_implicit = parts.scheme == implicit
     tls = tls_option == "on"
     if not tls:
-        if implicit:
+        if is_implicit:
             raise ImproperlyConfigured(
-                f"{name}: smtps:// is TLS from the start; tls=off is for smtp://"
+                f"{name}: {implicit}:// is TLS from the start; tls=off is for {plain}://"
             )
         if not is_loopback(host):
             raise ImproperlyConfigured(
-                f"{name}: tls=off sends mail and passwords in clear, and is refused for "
-                f"{host!r}; it is for a test server on a loopback address only"
+                f"{name}: tls=off sends {in_clear} in clear and is refused for {host!r}; "
+                "it is for a test server on a loopback address only"
             )
-    return SmtpConfig(
+    return ServerUrl(
         host=host,
-        port=port or (465 if implicit else 25),
-        implicit_tls=implicit,
+        port=port,
+        implicit_tls=is_implicit,
         tls=tls,
-        username=unquote(parts.username or ""),
-        password=unquote(parts.password or ""),
+        username=parts.username,
+        password=parts.password,
+        path=parts.path,
+    )
+
+
+def parse_smtp_url(value: str, name: str = "AGENTWEB_SMTP_URL") -> SmtpConfig | None:
+    """``smtp://user:pass@host:587`` (STARTTLS when offered), ``smtps://user:pass@host:465``
+    (TLS from the start), ``smtp://host:2525?tls=off`` (plain text, loopback hosts only:
+    tests). Empty: no mail. User and password are percent-decoded."""
+    value = (value or "").strip()
+    if not value:
+        return None
+    url = parse_server_url(
+        value,
+        name,
+        plain="smtp",
+        implicit="smtps",
+        example="smtp://user:pass@host:587",
+        in_clear="mail and passwords",
+    )
+    return SmtpConfig(
+        host=url.host,
+        port=url.port or (465 if url.implicit_tls else 25),
+        implicit_tls=url.implicit_tls,
+        tls=url.tls,
+        username=unquote(url.username or ""),
+        password=unquote(url.password or ""),
     )
 
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import unquote
 
 from django.core.exceptions import ImproperlyConfigured
 
-from agentweb.outbox.config import is_loopback
+from agentweb.outbox.config import parse_server_url
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,49 +45,26 @@ def parse_imap_url(value: str, name: str = "AGENTWEB_IMAP_URL") -> ImapConfig | 
     value = (value or "").strip()
     if not value:
         return None
-    parts = urlsplit(value)
-    if parts.scheme not in {"imap", "imaps"}:
-        raise ImproperlyConfigured(
-            f"{name} must start with imaps:// or imap://, got scheme {parts.scheme!r}"
-        )
-    host = parts.hostname or ""
-    if not host:
-        raise ImproperlyConfigured(f"{name} must name a host: imaps://user:pass@host:993/INBOX")
-    try:
-        port = parts.port
-    except ValueError:
-        raise ImproperlyConfigured(f"{name} has an invalid port") from None
-    if not parts.username or parts.password is None:
+    url = parse_server_url(
+        value,
+        name,
+        plain="imap",
+        implicit="imaps",
+        example="imaps://user:pass@host:993/INBOX",
+        in_clear="the password",
+    )
+    if not url.username or url.password is None:
         raise ImproperlyConfigured(f"{name} must carry the user and password: imaps://user:pass@…")
-    query = parse_qs(parts.query, keep_blank_values=True)
-    unknown = sorted(set(query) - {"tls"})
-    if unknown:
-        raise ImproperlyConfigured(f"{name}: unknown option {unknown[0]!r} (only ?tls=off)")
-    tls_option = query.get("tls", ["on"])[-1].lower()
-    if tls_option not in {"on", "off"}:
-        raise ImproperlyConfigured(f"{name}: tls must be 'off' (or left out), got {tls_option!r}")
-    implicit = parts.scheme == "imaps"
-    tls = tls_option == "on"
-    if not tls:
-        if implicit:
-            raise ImproperlyConfigured(
-                f"{name}: imaps:// is TLS from the start; tls=off is for imap://"
-            )
-        if not is_loopback(host):
-            raise ImproperlyConfigured(
-                f"{name}: tls=off sends the password in clear and is refused for {host!r}; "
-                "it is for a test server on a loopback address only"
-            )
-    folder = unquote(parts.path.lstrip("/")) or "INBOX"
+    folder = unquote(url.path.lstrip("/")) or "INBOX"
     if any(c in folder for c in "\r\n\x00"):
         raise ImproperlyConfigured(f"{name}: the folder name has a line break or NUL")
     return ImapConfig(
-        host=host,
-        port=port or (993 if implicit else 143),
-        implicit_tls=implicit,
-        tls=tls,
-        username=unquote(parts.username),
-        password=unquote(parts.password),
+        host=url.host,
+        port=url.port or (993 if url.implicit_tls else 143),
+        implicit_tls=url.implicit_tls,
+        tls=url.tls,
+        username=unquote(url.username),
+        password=unquote(url.password),
         folder=folder,
     )
 

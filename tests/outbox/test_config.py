@@ -32,7 +32,7 @@ def test_it_reads_the_three_forms_of_smtp_url() -> None:
 @pytest.mark.parametrize(
     "url, words",
     [
-        ("http://mail.example.com", "smtp:// or smtps://"),
+        ("http://mail.example.com", "smtps:// or smtp://"),
         ("smtp://", "must name a host"),
         ("smtp://mail.example.com:99999", "invalid port"),
         ("smtp://mail.example.com?tls=off", "loopback"),
