@@ -7,8 +7,12 @@ JSON-RPC, a call hung past the timeout, the HTTP server went away — is closed 
 server's process stopped and reaped by the SDK) and the next call opens a new one; a call
 that never reached a session that had died while idle is sent on a new one at once.
 
-The wire carries a ``tools/call`` under the call's own id (the JSON-RPC request id) and
-with ``_meta.idempotency_key`` set to it, so a server can recognise a call it has seen.
+The wire carries a ``tools/call`` under the call's key, ``<run id>:<call id>`` (the
+JSON-RPC request id), with ``_meta.idempotency_key`` set to it, so a server can recognise
+a call it has seen. The run scopes it as our own tools scope theirs: call ids come from
+the model and are unique within a run only (a scripted or local model may say ``call_0``
+in every run), and a server that answers a key it has seen from its ledger would answer
+another run's call with the first one's result and do nothing.
 
 A stdio server runs with only the environment its entry names plus the SDK's minimal
 defaults (HOME, LOGNAME, PATH, SHELL, TERM, USER), in this process's working directory;
@@ -50,6 +54,7 @@ __all__ = [
     "McpFault",
     "close_all",
     "connection",
+    "idempotency_key",
     "live_processes",
 ]
 
@@ -155,8 +160,9 @@ class McpConnection:
         self, tool: str, arguments: dict[str, Any], call_id: str, run_id: str | None
     ) -> CallOutcome:
         meta: dict[str, Any] = {}
-        if call_id:
-            meta["idempotency_key"] = call_id
+        key = idempotency_key(call_id, run_id)
+        if key:
+            meta["idempotency_key"] = key
         if run_id:
             meta["agentweb/run_id"] = str(run_id)
         for attempt in (1, 2):
@@ -173,8 +179,8 @@ class McpConnection:
                 if (
                     exc.code == types.CONNECTION_CLOSED
                     and attempt == 1
-                    and call_id
-                    and call_id not in session.written
+                    and key
+                    and key not in session.written
                     and session.broken
                 ):
                     continue  # it died while idle and the call never left: a new session
@@ -327,6 +333,14 @@ async def _list_tools(client: Client, timeout: float) -> tuple[ToolInfo, ...]:
     return tuple(found)
 
 
+def idempotency_key(call_id: str, run_id: str | None) -> str:
+    """What a call goes to its server under: ``<run id>:<call id>`` (the call id alone
+    outside a run; empty without a call id)."""
+    if not call_id:
+        return ""
+    return f"{run_id}:{call_id}" if run_id else call_id
+
+
 def _info(tool: types.Tool) -> ToolInfo:
     notes = tool.annotations
     annotations: dict[str, Any] = {}
@@ -399,7 +413,7 @@ class _Session:
         self.broken = False  # the transport ended (EOF, a crash, garbage)
         self.retired = False  # no new calls; closed once its calls have ended
         self.inflight = 0
-        self.written: set[str] = set()  # call ids of the tools/call requests sent
+        self.written: set[str] = set()  # keys of the tools/call requests sent
         self.tools: tuple[ToolInfo, ...] | None = None
         self.fresh = False
         self.relisting = False

@@ -70,8 +70,9 @@ def garbage(exc: BaseException) -> str:
 
 
 class Wire:
-    """The SDK's transport with the call's id on the wire: a ``tools/call`` goes out under
-    its ``_meta.idempotency_key`` (unless that id is already in flight), its answer comes
+    """The SDK's transport with the call's key on the wire: a ``tools/call`` goes out under
+    its ``_meta.idempotency_key``, ``<run id>:<call id>`` (unless that key is already in
+    flight), its answer comes
     back under the id the SDK chose. Also notes the stream's end and garbage on it."""
 
     def __init__(self, inner: Any, session: Peer) -> None:

@@ -196,7 +196,8 @@ def test_a_server_added_while_running_pauses_a_high_risk_call_which_runs_once_ac
         assert run.status == "succeeded", run.failure_reason
         [entry] = ledger_of(ledger)  # once
         assert entry["replayed"] is False
-        assert entry["idempotency_key"] == approval.call_id == entry["request_id"]
+        key = f"{run_id}:{approval.call_id}"
+        assert entry["idempotency_key"] == key == entry["request_id"]
         assert entry["run_id"] == str(run_id)
         [finished] = finished_events(run_id)
         assert finished["ok"] and finished["result"] == {"result": "moved 250.00 to ACME"}

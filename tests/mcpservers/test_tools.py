@@ -18,6 +18,7 @@ from agentweb.mcpservers import source
 from agentweb.mcpservers.models import McpServer
 from agentweb.runs import actions, agents, engine, toolset
 from agentweb.runs.models import AgentProfile, Approval, Run, RunEvent, ToolExecution
+from agentweb.runtime.messages import ToolCall
 from agentweb.runtime.testing import call
 from tests.mcpservers.conftest import faulty, with_tools
 
@@ -145,12 +146,34 @@ def test_a_high_risk_server_tool_waits_for_a_person_then_runs_once(
     assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
     assert engine.execute_run(run.pk) is None  # nothing more to do
     [entry] = _ledger(mcp_profile["ledger"])
-    assert entry["request_id"] == transfer.id == entry["idempotency_key"]
+    assert entry["request_id"] == f"{run.pk}:{transfer.id}" == entry["idempotency_key"]
     assert entry["run_id"] == str(run.pk) and entry["arguments"]["amount"] == 120
     [execution] = ToolExecution.objects.filter(run=run)
     assert (execution.tool, execution.status) == ("faulty__transfer", "succeeded")
     started = RunEvent.objects.get(run=run, type="tool_call_started").data
     assert started["risk"] == "high" and started["approval"] == {"by": "person"}
+
+
+def test_two_runs_whose_model_reuses_a_call_id_make_two_transfers(
+    people, scripted, enqueued, mcp_profile
+) -> None:
+    """The key is scoped by the run: our faulty server answers a key it has seen from its
+    ledger (as a payment API does), so with the bare call id the second run's transfer
+    would be "replayed" and never made."""
+    profile = mcp_profile["profile"]
+    profile.risk_overrides = {"faulty__transfer": "low"}
+    profile.save()
+    runs = []
+    for amount in (30, 45):
+        same_id = ToolCall(id="call_0", name="faulty__transfer",
+                           arguments={"account": "ACME", "amount": amount})  # fmt: skip
+        scripted.enqueue(same_id, "Moved.")
+        run = actions.do_create_run(user=people["operator"], task=f"pay ACME {amount}")
+        assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
+        runs.append(run)
+    entries = _ledger(mcp_profile["ledger"])
+    assert [(e["replayed"], e["arguments"]["amount"]) for e in entries] == [(False, 30), (False, 45)]
+    assert [e["idempotency_key"] for e in entries] == [f"{r.pk}:call_0" for r in runs]
 
 
 def test_sum_per_totals_count_a_servers_tool_like_our_own(

@@ -105,7 +105,7 @@ def test_arguments_are_checked_against_the_schema_before_any_call(tmp_path):
     assert not ledger.exists()
 
 
-def test_the_call_id_is_the_request_id_and_the_idempotency_key(tmp_path):
+def test_the_run_scoped_call_id_is_the_request_id_and_the_idempotency_key(tmp_path):
     ledger = tmp_path / "ledger"
     tools = _tools(mcp_servers.faulty_stdio(env={"FAULTY_LEDGER": str(ledger)}))
     assert tools["faulty__transfer"].risk == "high"  # no annotations
@@ -115,8 +115,8 @@ def test_the_call_id_is_the_request_id_and_the_idempotency_key(tmp_path):
     )
     assert got == {"result": "moved 12.50 to ACME"}  # the server's structuredContent
     (entry,) = [json.loads(line) for line in ledger.read_text().splitlines()]
-    assert entry["request_id"] == "call_T1"
-    assert entry["idempotency_key"] == "call_T1"
+    assert entry["request_id"] == "77:call_T1"
+    assert entry["idempotency_key"] == "77:call_T1"
     assert entry["run_id"] == "77"
     assert entry["arguments"] == {"account": "ACME", "amount": 12.5}
 
