@@ -196,7 +196,11 @@ class ProfileFields(Input):
     description: str | None = ""
     system_prompt: str = ""
     model: str | None = Field(None, description="null: the installation's AGENTWEB_MODEL")
-    allowed_tools: list[str] | None = []
+    allowed_tools: list[str] | None = Field(
+        [],
+        description="tool names; an MCP server's as <server>__<tool>, or all of them as "
+        "<server>__*; empty: every tool of the AGENTWEB_TOOLS modules and no MCP server's",
+    )
     tool_selection: ToolSelection = "all"
     validator: str | None = Field(None, description="dotted path of a completion validator")
     approval_policies: dict[str, Any] | None = Field(

@@ -35,7 +35,11 @@ class AgentProfile(models.Model):
         max_length=120, blank=True, help_text="Blank: the installation's AGENTWEB_MODEL"
     )
     allowed_tools = models.JSONField(
-        default=list, blank=True, help_text="Tool names; empty means every registered tool"
+        default=list,
+        blank=True,
+        # No angle brackets: the admin shows help texts as HTML.
+        help_text="Tool names; an MCP server's as server__tool (crm__lookup), or all of "
+        "them as crm__*. Empty: every tool of the AGENTWEB_TOOLS modules, no MCP server's",
     )
     max_iterations = models.PositiveSmallIntegerField(default=20)
     risk_overrides = models.JSONField(

@@ -93,6 +93,20 @@ def test_a_profile_that_names_no_tools_gets_no_servers_tools(people: dict[str, A
     assert everything.allowed_tools == []
     assert "crm__echo" not in toolset.allowed_tools(everything)
     assert "get_order" in toolset.allowed_tools(everything)
+    # And what people read says so (it said "every registered tool", "all registered").
+    client = Client()
+    client.force_login(people["admin"])
+    says = "Empty: every tool of the AGENTWEB_TOOLS modules, no MCP server&#x27;s"
+    assert says in client.get("/agents/new/").content.decode()
+    listing = client.get("/agents/").content.decode()
+    assert "all module tools" in listing and "all registered" not in listing
+    schema = client.get("/api/openapi.json").json()["components"]["schemas"]
+    described = [
+        s["properties"]["allowed_tools"].get("description", "")
+        for s in schema.values()
+        if "allowed_tools" in s.get("properties", {})
+    ]
+    assert described and all("no MCP server's" in d for d in described), described
 
 
 def test_the_profile_form_lists_the_servers_tools(people: dict[str, Any]) -> None:
