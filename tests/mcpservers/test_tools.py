@@ -186,7 +186,8 @@ def test_two_runs_whose_model_reuses_a_call_id_make_two_transfers(
         assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
         runs.append(run)
     entries = _ledger(mcp_profile["ledger"])
-    assert [(e["replayed"], e["arguments"]["amount"]) for e in entries] == [(False, 30), (False, 45)]
+    made = [(e["replayed"], e["arguments"]["amount"]) for e in entries]
+    assert made == [(False, 30), (False, 45)]
     assert [e["idempotency_key"] for e in entries] == [f"{r.pk}:call_0" for r in runs]
 
 
