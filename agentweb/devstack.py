@@ -578,7 +578,9 @@ def _supervise(children: list[Child], redis: list[Any]) -> None:
         time.sleep(0.3)
 
 
-def _start_children(env: dict[str, str], port: int) -> list[Child]:
+def stack_argv(env: dict[str, str], port: int, schedule: str) -> dict[str, list[str]]:
+    """The command lines of web, worker and beat as ``run`` starts them (also used by
+    tests/bench/bench_burst.py, which measures the stack as it runs here)."""
     concurrency = env.get("AGENTWEB_WORKER_CONCURRENCY", "8")
     level = "INFO" if VERBOSE else "WARNING"
     celery = [sys.executable, "-m", "celery", "-A", "agentweb"]
@@ -588,12 +590,30 @@ def _start_children(env: dict[str, str], port: int) -> list[Child]:
         daphne += ["--access-log", "-"]
     else:
         daphne += ["-v", "0"]
-    worker = [*celery, *quiet, "worker", "-l", level, "-P", "threads", "-c", concurrency, *LEAN]
-    schedule = str(_var_dir() / "celerybeat-schedule")
+    return {
+        "web": [*daphne, "agentweb.asgi:application"],
+        "worker": [
+            *celery,
+            *quiet,
+            "worker",
+            "-l",
+            level,
+            "-P",
+            "threads",
+            "-c",
+            concurrency,
+            *LEAN,
+        ],
+        "beat": [*celery, *quiet, "beat", "-l", level, "-s", schedule],
+    }
+
+
+def _start_children(env: dict[str, str], port: int) -> list[Child]:
+    argv = stack_argv(env, port, str(_var_dir() / "celerybeat-schedule"))
     children = [
-        Child("web", "web (Daphne)", [*daphne, "agentweb.asgi:application"], env),
-        Child("worker", "worker", worker, env),
-        Child("beat", "beat", [*celery, *quiet, "beat", "-l", level, "-s", schedule], env),
+        Child("web", "web (Daphne)", argv["web"], env),
+        Child("worker", "worker", argv["worker"], env),
+        Child("beat", "beat", argv["beat"], env),
     ]
     for child in children:
         child.start()

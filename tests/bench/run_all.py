@@ -20,6 +20,7 @@ BENCHES = [
     # `bench_stack.py --otlp` for the whole stack bench with tracing on).
     ("runtime vs bare httpx loop", "bench_runtime.py", []),
     ("whole stack (API → Celery → model → events)", "bench_stack.py", []),
+    ("500 runs at once: runs/s, CPU per run per process, approval to action", "bench_burst.py", []),
     ("tracing off and on, side by side", "bench_tracing.py", []),
     ("whole stack, seeded ticket-assistant, streaming", "bench_stack.py", ["--ticket"]),
     ("live WebSocket delivery", "bench_live.py", ["--check"]),
