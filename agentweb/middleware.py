@@ -30,6 +30,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template.loader import render_to_string
 from django.utils.html import escape
 
+from agentweb.health import healthz
+
 log = logging.getLogger(__name__)
 
 MAX_API_BODY = 1_000_000  # bytes of a JSON request body
@@ -220,8 +222,6 @@ class EdgeMiddleware:
         if request.path_info == "/healthz":
             # Before host validation and the HTTPS redirect: the container's health check
             # asks http://127.0.0.1, and must see the database's state, not a 301 or 400.
-            from agentweb.health import healthz
-
             return healthz(request)
         refused = self._check(request)
         if refused is not None:

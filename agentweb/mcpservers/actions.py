@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from agentweb.mcpservers.models import McpServer
 from agentweb.mcpservers.source import SOURCE
+from agentweb.runs import queue
 from agentweb.runs.errors import ActionError, Conflict, NotAllowed
 from agentweb.runs.store import audit
 from agentweb.runtime.mcpserver import ServerConfig, ServerStatus, server_name_problem
@@ -274,13 +275,15 @@ def refresh(server: McpServer) -> McpServer:
     return server
 
 
+#: The task that contacts a server (``agentweb.mcpservers.tasks.refresh_server``), sent
+#: by name: the tasks import these actions.
+REFRESH_SERVER = "agentweb.mcpservers.tasks.refresh_server"
+
+
 def ask_for_contact(name: str) -> None:
     """Ask a worker to contact the new server; a broker that is away only delays it (each
     worker also reads new servers by itself)."""
-    # Imported here: tasks imports these actions.
-    from agentweb.mcpservers.tasks import refresh_server
-
     try:
-        refresh_server.delay(name)
+        queue.send(REFRESH_SERVER, name)
     except Exception as exc:
         log.warning("could not ask a worker to contact MCP server %s (%s)", name, exc)

@@ -11,11 +11,7 @@ class McpServersConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # Imported here: the models must be loaded first.
-        from agentweb.mcpservers.actions import do_record_status
-        from agentweb.mcpservers.source import SOURCE
-        from agentweb.runs.agents import tool_sources
-        from agentweb.runtime.mcpserver import set_listener
+        # Inside ready(): the wiring imports models, which need the apps loaded.
+        from agentweb.mcpservers import wiring
 
-        tool_sources.add(SOURCE)
-        set_listener(do_record_status)
+        wiring.install()

@@ -48,7 +48,7 @@ def prompt_variables(run: Run) -> dict[str, str]:
 
 
 #: Who supplies a run's budget check (``runtime.Agent(budget=...)``): the budgets app
-#: registers one (``agentweb/budgets/apps.py``); none registered, no budget is checked.
+#: registers one (``agentweb/budgets/wiring.py``); none registered, no budget is checked.
 BudgetFactory = Callable[[Run], BudgetCheck | None]
 _budget_factories: list[BudgetFactory] = []
 

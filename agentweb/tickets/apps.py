@@ -7,10 +7,7 @@ class TicketsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        # The rules that start runs listen for arriving tickets, and the pages for the
-        # deliveries of replies (imported here: the models are loaded now).
-        from agentweb.outbox import actions as outbox
-        from agentweb.tickets import actions, intake, replies
+        # Inside ready(): the wiring imports models, which need the apps loaded.
+        from agentweb.tickets import wiring
 
-        intake.install()
-        outbox.on_change(replies.ABOUT, actions.delivery_changed)
+        wiring.install()

@@ -17,6 +17,8 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 from django.urls import Resolver404, resolve
 
+from agentweb.middleware import exception_response
+
 log = logging.getLogger("agentweb.web")
 
 PAGES: dict[int, tuple[str, str]] = {
@@ -84,8 +86,6 @@ class ErrorPagesMiddleware:
             return render_error(request, 403)
         if isinstance(exc, BadRequest | SuspiciousOperation):
             return render_error(request, 400)
-        from agentweb.middleware import exception_response
-
         mapped = exception_response(request, exc)  # bad values 400, database down 503
         if mapped is not None:
             return mapped

@@ -192,6 +192,8 @@ def run_detail(request: Request, run_id: int) -> HttpResponse:
 
 def _workspace_files(run: Run) -> list[Any]:
     """The files in the run's workspace (tools.workbench), if it has one."""
+    # Imported here: a tool module, loaded only where AGENTWEB_TOOLS names it (importing
+    # it registers its tools and housekeeping); the page needs only its file helpers.
     from tools.workbench import workspace
 
     path = workspace.workspace_path(str(run.pk), create=False)
@@ -224,7 +226,7 @@ def run_image(request: Request, run_id: int, ref: str) -> HttpResponse:
 @require_GET
 def run_file(request: Request, run_id: int, path: str) -> FileResponse:
     """A workspace file as a download (never shown inline: it may be any HTML)."""
-    from tools.workbench import workspace
+    from tools.workbench import workspace  # a tool module: see _workspace_files
 
     run = _run_or_404(request, run_id)
     root = workspace.workspace_path(str(run.pk), create=False)

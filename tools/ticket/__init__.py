@@ -26,6 +26,7 @@ The claims validator is ``agentweb.shop.validators.claims_validator``; profiles 
 
 from typing import Any
 
+from .demo import DemoModel
 from .hints import HINTS as CONTEXT_HINTS
 from .memory import recall_customer_facts, remember_customer_fact
 from .panels import ticket_context
@@ -49,9 +50,7 @@ from .write import (
 
 
 def demo_model() -> Any:
-    """The scripted ``demo`` model of this domain (imported on first use)."""
-    from .demo import DemoModel
-
+    """The scripted ``demo`` model of this domain."""
     return DemoModel()
 
 
