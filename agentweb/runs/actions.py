@@ -15,7 +15,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from agentweb.runs import lifecycle, publish, toolset
+from agentweb.runs import lifecycle, publish, toolset, versions
 from agentweb.runs.errors import (
     ActionError,
     Conflict,
@@ -85,6 +85,7 @@ def do_create_run(
         run = lifecycle.create(
             task=task,
             agent=agent,
+            agent_version=versions.current(agent).n,
             model=agent.model or settings.AGENTWEB_MODEL,
             ticket=ticket,
             created_by=user,
@@ -159,12 +160,14 @@ def do_save_profile(
     actor: User | None,
     fields: Iterable[str] = (),
     cloned_from: str | None = None,
+    restored_from: int | None = None,
 ) -> AgentProfile:
     """Store an edited (or new) agent profile, with its audit lines: created or changed
     (which ``fields``), and a change of its approval policies with the policies before and
     after, whoever made it and however (page, API, import). ``actor`` None: the
     installation itself (``agents import``); a person must be allowed to
-    (``may_change_profiles``)."""
+    (``may_change_profiles``). Every save writes the profile's next immutable version
+    (``versions.record``; ``restored_from``: the version a restore copied)."""
     created = profile.pk is None
     check_change_profiles(actor, creating=created)
     actor = actor if getattr(actor, "pk", None) else None
@@ -178,6 +181,7 @@ def do_save_profile(
                 .first()
             ) or {}
         profile.save()
+        version = versions.record(profile, actor=actor, restored_from=restored_from)
         after = profile.approval_policies or {}
         audit(
             "agent_profile_created" if created else "agent_profile_changed",
@@ -185,7 +189,9 @@ def do_save_profile(
             run=None,
             agent=profile.name,
             fields=sorted(fields),
+            version=version.n,
             **({"cloned_from": cloned_from} if created else {}),
+            **({"restored_from": restored_from} if restored_from else {}),
         )
         if before != after:
             audit(

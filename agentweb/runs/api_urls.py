@@ -1,6 +1,6 @@
 from django.urls import path
 
-from agentweb.runs import api, openapi
+from agentweb.runs import api, api_versions, openapi
 
 urlpatterns = [
     path("openapi.json", openapi.openapi_json, name="api-openapi"),
@@ -10,6 +10,10 @@ urlpatterns = [
     path("runs/<int:run_id>/cancel", api.run_cancel, name="api-run-cancel"),
     path("agents", api.agent_profiles, name="api-agents"),
     path("agents/<str:name>", api.agent_profile, name="api-agent"),
+    path("agents/<str:name>/versions", api_versions.agent_versions, name="api-agent-versions"),
+    path(
+        "agents/<str:name>/versions/<int:n>", api_versions.agent_version, name="api-agent-version"
+    ),
     path("approvals", api.approvals, name="api-approvals"),
     path("approvals/<int:approval_id>/decide", api.approval_decide, name="api-approval-decide"),
 ]

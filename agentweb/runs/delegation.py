@@ -22,7 +22,7 @@ from typing import Any, ParamSpec, TypeVar
 from django.conf import settings
 from django.db import transaction
 
-from agentweb.runs import lifecycle, queue
+from agentweb.runs import lifecycle, queue, versions
 from agentweb.runs.lifecycle import task_result
 from agentweb.runs.models import AgentProfile, Run
 from agentweb.runs.toolset import BUILTIN_RISK, DELEGATE, WAIT
@@ -147,6 +147,8 @@ def create_child(parent_id: int, agent_name: str, task: str, call_id: str) -> Ru
         child = lifecycle.create(
             task=task,
             agent=profile,
+            agent_version=versions.current(profile).n,
+            mode=parent.mode,  # a dry run's sub-runs are dry too
             model=profile.model or settings.AGENTWEB_MODEL,
             ticket_id=parent.ticket_id,
             created_by_id=parent.created_by_id,

@@ -24,7 +24,7 @@ from django.db import close_old_connections, connection, transaction
 from django.utils import timezone
 
 from agentweb import dbpool
-from agentweb.runs import delegation, lifecycle, publish, store
+from agentweb.runs import delegation, lifecycle, publish, store, versions
 from agentweb.runs.faults import crash_point
 from agentweb.runs.journal import DbJournal
 from agentweb.runs.models import Approval, Run, ToolExecution, arguments_hash
@@ -194,6 +194,8 @@ def journal_for(run: Run) -> DbJournal:
 
 def _drive(run_id: int, owner: str, held: _Held) -> str:
     run = Run.objects.select_related("agent", "created_by", "ticket").get(pk=run_id)
+    # The run runs the profile version it started with, whatever was saved since.
+    run.agent = versions.profile_for_run(run.agent, run.agent_version)
     journal = journal_for(run)
     agent = build_agent(run, journal)
     facts = run_context(run)

@@ -117,6 +117,46 @@ class AgentProfile(models.Model):
             raise ValidationError(errors)
 
 
+class ProfileVersion(models.Model):
+    """One save of an agent profile, never changed afterwards (DESIGN §14): ``n`` counts
+    1, 2, … per profile; ``data`` is the profile's JSON as ``GET /api/agents/{name}``
+    gave it then (without ``updated_at``). A database trigger refuses updates
+    (migration 0013); deleting the profile deletes its versions."""
+
+    profile = models.ForeignKey(AgentProfile, on_delete=models.CASCADE, related_name="versions")
+    n = models.PositiveIntegerField()
+    data = models.JSONField(encoder=DjangoJSONEncoder)
+    saved_at = models.DateTimeField(auto_now_add=True)
+    saved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    #: the version this one restored, if it is a restore
+    restored_from = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["profile", "-n"]
+        constraints = [
+            models.UniqueConstraint(fields=["profile", "n"], name="profileversion_n_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.profile_id} v{self.n}"
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if self.pk is not None:
+            raise ValueError("profile versions are immutable")
+        super().save(*args, **kwargs)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "version": self.n,
+            "saved_at": self.saved_at.isoformat(),
+            "saved_by": self.saved_by.get_username() if self.saved_by else None,
+            "restored_from": self.restored_from,
+            "profile": self.data,
+        }
+
+
 class RunQuerySet(models.QuerySet["Run"]):
     def visible_to(self, user: Any) -> RunQuerySet:
         """The runs ``user`` may see: with ``view_all_runs`` all of them, or once teams
@@ -152,6 +192,9 @@ class RunJson(TypedDict):
     parent_id: int | None
     children: list[int]
     trace_id: str
+    agent_version: int | None
+    mode: str
+    forked_from: dict[str, int] | None
 
 
 class Run(models.Model):
@@ -163,6 +206,10 @@ class Run(models.Model):
         SUCCEEDED = "succeeded"
         FAILED = "failed"
         CANCELLED = "cancelled"
+
+    class Mode(models.TextChoices):
+        NORMAL = "normal"
+        DRY = "dry"  # medium/high-risk tools never execute (DESIGN §14)
 
     ACTIVE = (Status.QUEUED, Status.RUNNING, Status.WAITING_APPROVAL, Status.WAITING_SUBTASKS)
     FINAL = (Status.SUCCEEDED, Status.FAILED, Status.CANCELLED)
@@ -205,6 +252,14 @@ class Run(models.Model):
     trace_id = models.CharField(max_length=32, default=new_trace_id, editable=False)
     trace_span_id = models.CharField(max_length=16, default=new_span_id, editable=False)
     trace_parent_span_id = models.CharField(max_length=16, blank=True, editable=False)
+    # DESIGN §14: the profile version the run runs (ProfileVersion.n), normal or dry, and
+    # the run (and the seq in it) a fork continues from.
+    agent_version = models.PositiveIntegerField(null=True, blank=True)
+    mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.NORMAL)
+    forked_from = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="forks"
+    )
+    forked_at_seq = models.PositiveIntegerField(null=True, blank=True)
 
     objects = RunQuerySet.as_manager()
 
@@ -241,6 +296,10 @@ class Run(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in self.ACTIVE
+
+    @property
+    def is_dry(self) -> bool:
+        return self.mode == self.Mode.DRY
 
     def actions(self) -> list[dict[str, Any]]:
         """Every medium/high-risk call of this run with its fate (``actions_of``)."""
@@ -292,6 +351,13 @@ class Run(models.Model):
             "parent_id": self.parent_id,
             "children": children,
             "trace_id": self.trace_id,
+            "agent_version": self.agent_version,
+            "mode": self.mode,
+            "forked_from": (
+                {"run": self.forked_from_id, "at_seq": self.forked_at_seq or 0}
+                if self.forked_from_id
+                else None
+            ),
         }
 
 

@@ -9,6 +9,7 @@ from django.views.decorators.http import require_GET
 
 from agentweb.budgets import openapi as budgets_doc
 from agentweb.mcpservers import openapi as mcp_doc
+from agentweb.runs import openapi_versions as versions_doc
 from agentweb.runs.api_input import (
     ChangeProfile,
     CreateProfile,
@@ -248,6 +249,8 @@ SCHEMAS: dict[str, Any] = {
     },
 }
 
+SCHEMAS["Run"]["properties"].update(versions_doc.RUN_PROPERTIES)
+
 PATHS: dict[str, Any] = {
     "/api/runs": {
         "get": {
@@ -421,11 +424,18 @@ def document() -> dict[str, Any]:
                 **tickets_doc.SCHEMAS,
                 **mcp_doc.SCHEMAS,
                 **budgets_doc.SCHEMAS,
+                **versions_doc.SCHEMAS,
             },
             "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}},
         },
         "security": [{"bearer": []}],
-        "paths": {**PATHS, **tickets_doc.PATHS, **mcp_doc.PATHS, **budgets_doc.PATHS},
+        "paths": {
+            **PATHS,
+            **tickets_doc.PATHS,
+            **mcp_doc.PATHS,
+            **budgets_doc.PATHS,
+            **versions_doc.PATHS,
+        },
     }
 
 

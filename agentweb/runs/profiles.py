@@ -10,7 +10,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from agentweb.budgets.limits import limits_json
-from agentweb.runs import actions, toolset
+from agentweb.runs import actions, toolset, versions
 from agentweb.runs.api_input import ChangeProfile, CreateProfile, ProfileFields, ReplaceProfile
 from agentweb.runs.models import AgentProfile
 from agentweb.runs.profile_rules import FIELDS as FIELDS  # known here too
@@ -99,6 +99,19 @@ def save_profile(
     actions.check_change_profiles(actor, creating=profile is None)
     profile, values = prepare_profile(data, profile, partial=partial)
     return actions.do_save_profile(profile, actor=actor, fields=values)
+
+
+def restore_version(profile: AgentProfile, n: int, *, actor: Any = None) -> AgentProfile:
+    """Save version ``n`` of ``profile`` as its newest version (DESIGN §14: a restore is a
+    new save, the history keeps every version). Checked as any save is: a tool that is no
+    longer loaded is kept only where the profile names it now."""
+    actions.check_change_profiles(actor)
+    old = versions.get(profile, n)
+    before = versions.snapshot(profile)
+    data = {k: v for k, v in old.data.items() if k != "name"}
+    restored, _ = prepare_profile({**data, "name": profile.name}, profile)
+    changed = [f for f in FIELDS if before.get(f) != versions.snapshot(restored).get(f)]
+    return actions.do_save_profile(restored, actor=actor, fields=changed, restored_from=n)
 
 
 TICKET_ASSISTANT_PROMPT = """\

@@ -104,7 +104,7 @@ def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
         model_deadline=float(settings.AGENTWEB_MODEL_DEADLINE_SECONDS),
         # run_started says what the model is not offered although the profile names it
         missing_tools=toolset.missing_tools(profile),
-        agent_version=None,  # profile versions (DESIGN §14) give the run's version here
+        agent_version=run.agent_version,  # the profile version it runs (DESIGN §14)
     )
     # Completion validator: only the one the profile names (none by default).
     validator = agents.load_validator(profile.validator) if profile.validator else None

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from agentweb.web import approvals, views
+from agentweb.web import approvals, profile_versions, views
 
 app_name = "web"
 
@@ -24,4 +24,9 @@ urlpatterns = [
     path("agents/new/", views.agent_new, name="agent_new"),
     path("agents/<int:agent_id>/", views.agent_edit, name="agent_edit"),
     path("agents/<int:agent_id>/delete/", views.agent_delete, name="agent_delete"),
+    path(
+        "agents/<int:agent_id>/versions/<int:n>/restore/",
+        profile_versions.restore,
+        name="agent_restore",
+    ),
 ]

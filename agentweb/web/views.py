@@ -34,7 +34,7 @@ from agentweb.runs.models import AgentProfile, Run, RunEvent, RunImage
 from agentweb.tickets.context import domain_context
 from agentweb.tickets.models import Ticket
 from agentweb.tickets.serialize import with_thread
-from agentweb.web import fragments, outcome, run_tree, timeline
+from agentweb.web import fragments, outcome, profile_versions, run_tree, timeline
 from agentweb.web.forms import (
     AgentProfileForm,
     ImportForm,
@@ -490,10 +490,11 @@ def agent_edit(request: Request, agent_id: int) -> HttpResponse:
         return redirect("web:agents")
     if form.is_bound:  # the form reads into the instance: show the stored profile
         profile.refresh_from_db()
+    history = profile_versions.history_context(profile, request.GET)
     return render(
         request,
         "web/agent_edit.html",
-        {"form": form, "profile": profile, "tools": _registered_tools()},
+        {"form": form, "profile": profile, "tools": _registered_tools(), **history},
         status=422 if form.is_bound else 200,
     )
 

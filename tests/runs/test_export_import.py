@@ -132,7 +132,8 @@ def test_run_started_carries_the_rendered_system_prompt(fresh: list[int], capsys
     started = RunEvent.objects.get(run=run, type="run_started").data
     assert "{{" not in started["system_prompt"]  # rendered: the variables are filled in
     assert "operator" in started["system_prompt"]  # {{user}}
-    assert "missing_tools" not in started and "agent_version" not in started
+    assert "missing_tools" not in started
+    assert started["agent_version"] == run.agent_version == 1  # profile versions (§14)
     page = Client()
     page.force_login(operator)
     body = page.get(f"/runs/{run.pk}/").content.decode()

@@ -1,0 +1,97 @@
+"""The OpenAPI description of profile versions, dry runs and forks (DESIGN §14),
+merged into ``openapi.document``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+def _error(text: str) -> dict[str, Any]:
+    return _json(_ref("Error"), text)
+
+
+#: What a run's JSON says of its version, mode and fork (added to the Run schema).
+RUN_PROPERTIES: dict[str, Any] = {
+    "agent_version": {
+        "type": ["integer", "null"],
+        "description": "The version of its agent profile the run ran (GET "
+        "/api/agents/{name}/versions/{n})",
+    },
+    "mode": {
+        "type": "string",
+        "enum": ["normal", "dry"],
+        "description": "dry: medium/high-risk tools were not executed; each such call is a "
+        'tool_call_finished with "dry": true and the result {"dry_run": true, "would_call", '
+        '"arguments"}',
+    },
+    "forked_from": {
+        "type": ["object", "null"],
+        "description": "The run (and the seq in it, inclusive) this dry run continues from",
+        "properties": {"run": {"type": "integer"}, "at_seq": {"type": "integer"}},
+    },
+}
+
+SCHEMAS: dict[str, Any] = {
+    "AgentVersion": {
+        "type": "object",
+        "required": ["version", "saved_at", "saved_by", "profile"],
+        "properties": {
+            "version": {"type": "integer", "minimum": 1},
+            "saved_at": {"type": "string", "format": "date-time"},
+            "saved_by": {
+                "type": ["string", "null"],
+                "description": "null: the installation (seeding, agents import)",
+            },
+            "restored_from": {
+                "type": ["integer", "null"],
+                "description": "the version this save restored, if it was a restore",
+            },
+            "profile": _ref("Agent"),
+        },
+    }
+}
+
+_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+_N = {"name": "n", "in": "path", "required": True, "schema": {"type": "integer", "minimum": 1}}
+
+PATHS: dict[str, Any] = {
+    "/api/agents/{name}/versions": {
+        "parameters": [_NAME],
+        "get": {
+            "summary": "Every saved version of an agent profile, newest first (read-only)",
+            "responses": {
+                "200": _json(
+                    {
+                        "type": "object",
+                        "required": ["versions"],
+                        "properties": {
+                            "versions": {"type": "array", "items": _ref("AgentVersion")}
+                        },
+                    }
+                ),
+                "401": _error("Not authenticated"),
+                "404": _error("No such agent profile"),
+            },
+        },
+    },
+    "/api/agents/{name}/versions/{n}": {
+        "parameters": [_NAME, _N],
+        "get": {
+            "summary": "One version of an agent profile (versions never change: PUT, PATCH "
+            "and DELETE answer 405)",
+            "responses": {
+                "200": _json(_ref("AgentVersion")),
+                "401": _error("Not authenticated"),
+                "404": _error("No such agent profile or version"),
+            },
+        },
+    },
+}
