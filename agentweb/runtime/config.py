@@ -32,3 +32,6 @@ class AgentConfig(BaseModel):
     # none) and the tools the profile names that the host cannot offer.
     agent_version: int | None = None
     missing_tools: list[str] = Field(default_factory=list)
+    # Store in each ``model_called`` the messages and tool specs the call was sent
+    # (``runtime.trace``; each message once per run).
+    trace: bool = True

@@ -221,6 +221,9 @@ class ModelCalled(_EventBase):
     reasoning: str | None = field(default=None, metadata=IF_TRUE)
     # what the model saw (layers, tools, tokens)
     context: dict[str, Any] | None = field(default=None, metadata=IF_TRUE)
+    # the messages and tool specs it was sent, each message stored once per run
+    # (runtime.trace: {"from", "new", "window"[, "tools"]}); absent in older runs
+    sent: dict[str, Any] | None = field(default=None, metadata=IF_TRUE)
     # Added by the host when it stores the event (None: the model's price is unknown).
     cost_usd: float | Unset | None = field(default=UNSET, metadata=IF_SET)
 

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from . import events as ev
+from . import trace
 from .approvals import ApprovalGate, PriorTotal
 from .config import AgentConfig
 from .context import ContextPolicy
@@ -169,12 +170,15 @@ class Agent:
         exceeded = self.budget(state) if self.budget is not None else None
         if exceeded is not None:  # no answer on the way: the run fails, naming the budget
             return StepResult(events, self._fail(state, exceeded.reason, events, exceeded.scope))
-        response, seen = self._call_model(state, events, on_delta, cancel)
+        response, seen, sent = self._call_model(state, events, on_delta, cancel)
         if response is None:
             return StepResult(events, state.outcome)
         message = clean_reply(state, response, self._tool_params, self.config.max_reply_chars)
         state.messages.append(message)
-        events.append(self._model_called(response, message, state, seen))
+        called = self._model_called(response, message, state, seen)
+        if sent is not None:
+            called.sent, state.memory[trace.TRACE_KEY] = sent
+        events.append(called)
         if cancelled():
             return StepResult(events + self.cancel(state), Cancelled())
         if not message.tool_calls:
@@ -238,10 +242,17 @@ class Agent:
         events: list[Event],
         on_delta: Callable[[str], None] | None,
         cancel: Callable[[], bool] | None = None,
-    ) -> tuple[ModelResponse | None, dict[str, Any] | None]:
-        """The model's reply (None when it failed or was cancelled) and what the policy
-        says it was shown."""
+    ) -> tuple[
+        ModelResponse | None, dict[str, Any] | None, tuple[dict[str, Any], dict[str, Any]] | None
+    ]:
+        """The model's reply (None when it failed or was cancelled), what the policy says
+        it was shown and what it was sent (``trace.record_sent``)."""
         prepared = self.context_policy.prepare(state, self.tools)
+        sent = (
+            trace.record_sent(state.memory, state.messages, prepared.messages, prepared.tools)
+            if self.config.trace
+            else None
+        )
         budget = self.config.max_context_images if self.config.vision else 0
         messages = with_image_data(prepared.messages, self.image_store, budget)
         events.extend(prepared.events)
@@ -251,11 +262,11 @@ class Agent:
                 response = self._ask_model(messages, prepared.tools, on_delta)
         except ModelCancelled:
             events.extend(self.cancel(state))
-            return None, None
+            return None, None, None
         except ModelError as exc:
             self._fail(state, f"model error: {exc}", events)
-            return None, None
-        return response, prepared.info
+            return None, None, None
+        return response, prepared.info, sent
 
     def _ask_model(
         self,
@@ -363,7 +374,7 @@ class Agent:
         message: AssistantMessage,
         state: LoopState,
         context: dict[str, Any] | None = None,
-    ) -> Event:
+    ) -> ev.ModelCalled:
         calls: list[dict[str, Any]] = [
             {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
         ]

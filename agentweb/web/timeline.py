@@ -13,6 +13,7 @@ from typing import Any
 from agentweb.runs.event_text import pretty, text_of
 from agentweb.runs.models import Run, RunEvent
 from agentweb.runs.pricing import cost_usd
+from agentweb.runtime import trace
 from agentweb.runtime.events import EVENT_TYPES
 
 
@@ -217,6 +218,28 @@ def total_cost(run: Run, steps: Sequence[Step] | None = None) -> float | None:
         run.model,
         {"input": usage.get("input_tokens", 0), "output": usage.get("output_tokens", 0)},
     )
+
+
+# --- what each model call was sent (runtime.trace) ---------------------------------------
+
+
+def sent_for(run: Run, seq: int) -> dict[str, Any] | None:
+    """The messages and tool specs the model call stored as event ``seq`` was sent
+    (``{"messages", "tools", "turn"}``), None when it is no model call or a call stored
+    before the trace kept them."""
+    calls = list(
+        RunEvent.objects.filter(run=run, type="model_called", seq__lte=seq)
+        .order_by("seq")
+        .values_list("seq", "data")
+    )
+    if not calls or calls[-1][0] != seq:
+        return None
+    resolved = trace.resolve(
+        data.get("sent") if isinstance(data, dict) else None for _, data in calls
+    )[-1]
+    if resolved is None:
+        return None
+    return {**resolved, "turn": len(calls)}
 
 
 # --- replay: what the model had in front of it ------------------------------------------

@@ -13,6 +13,7 @@ urlpatterns = [
     path("runs/compare/", views.compare, name="compare"),
     path("runs/import/", views.import_run, name="import"),
     path("runs/<int:run_id>/", views.run_detail, name="run"),
+    path("runs/<int:run_id>/sent/<int:seq>/", views.model_call_sent, name="model_call_sent"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/replay/", views.replay, name="replay"),
     path("runs/<int:run_id>/export.json", views.export, name="export"),

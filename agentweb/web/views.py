@@ -187,6 +187,21 @@ def run_detail(request: Request, run_id: int) -> HttpResponse:
     )
 
 
+@login_required
+@require_GET
+def model_call_sent(request: Request, run_id: int, seq: int) -> HttpResponse:
+    """The messages and tool specs one model call was sent: a fragment for the run
+    page's folded section (htmx), a page of its own otherwise."""
+    run = _run_or_404(request, run_id)
+    sent = timeline.sent_for(run, seq)
+    if sent is None:
+        raise Http404("no stored messages for that model call")
+    context = {"run": run, "sent": sent, "seq": seq}
+    htmx: HtmxDetails = request.htmx
+    template = "web/_sent.html" if htmx else "web/model_call_sent.html"
+    return render(request, template, context)
+
+
 # --- images and workspace files of a run -------------------------------------------------
 
 

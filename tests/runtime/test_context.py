@@ -24,6 +24,7 @@ from agentweb.runtime import (
     ToolRegistry,
     UserMessage,
     tool,
+    trace,
 )
 from agentweb.runtime.compaction import digest_result, repair, superseded, valid_protocol
 from agentweb.runtime.context import ContextHints, ContextPolicy, PreparedContext
@@ -55,6 +56,10 @@ class LayeredContextPolicy(GenericPolicy):
 
 
 TRACKING = "1Z999AA10123456784"
+
+
+def _without_position(message: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in message.items() if k not in ("position", "made_for_call")}
 
 
 @tool
@@ -278,6 +283,19 @@ def test_it_keeps_a_40_step_run_under_budget_with_a_valid_protocol(with_summariz
         assert ctx["tokens"] <= ctx["budget"] == budget
         assert [layer["layer"] for layer in ctx["layers"]][:2] == ["system", "task"]
         assert ctx["tools"]["offered"]
+    # The trace: each call's stored `sent` gives back exactly the messages and tool specs
+    # that call was sent (the memory message and digests too), through JSON as stored.
+    stored = json.loads(json.dumps(called))
+    resolved = trace.resolve(d.get("sent") for d in stored)
+    for n, (request, got) in enumerate(zip(model.requests, resolved, strict=True), start=1):
+        assert got is not None
+        want = [trace.message_json(m) for m in request.messages]
+        assert [_without_position(m) for m in got["messages"]] == want, f"call {n}"
+        assert got["tools"] == [trace.spec_json(t) for t in request.tools], f"call {n}"
+    assert any(m.get("made_for_call") for got in resolved if got for m in got["messages"])
+    # each message of the record is stored once; specs only when they change
+    assert sum(len(d["sent"]["new"]) for d in stored) == len(state.messages) - 1
+    assert sum("tools" in d["sent"] for d in stored) < len(stored)
     compacted = [e.data for e in events if e.type == CONTEXT_COMPACTED]
     assert compacted
     assert any("evicted" in d for d in compacted)

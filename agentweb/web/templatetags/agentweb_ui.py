@@ -13,6 +13,7 @@ from django.utils.html import format_html
 
 from agentweb.runs import toolset as _toolset
 from agentweb.runs.event_text import pretty as _pretty
+from agentweb.runtime import trace as _trace
 from agentweb.web import outcome as _outcome
 
 register = template.Library()
@@ -191,6 +192,12 @@ def missing_tools(profile: Any) -> list[str]:
         return _toolset.missing_tools(profile)
     except Exception:  # a broken tool module must not take the page down
         return []
+
+
+@register.filter
+def sent_count(sent: Any) -> int:
+    """How many messages a model call was sent (its stored ``sent``)."""
+    return _trace.sent_count(sent)
 
 
 @register.filter
