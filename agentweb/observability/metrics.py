@@ -24,11 +24,10 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 from agentweb.env import redis_urls
+from agentweb.runs.hooks import StoredStep
 
 if TYPE_CHECKING:
     import redis
-
-    from agentweb.runs.hooks import StoredStep
 
 log = logging.getLogger(__name__)
 

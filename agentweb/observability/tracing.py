@@ -38,12 +38,11 @@ from typing import TYPE_CHECKING, Any
 
 from agentweb.observability.ids import tool_span_id
 from agentweb.observability.logs import process_kind
+from agentweb.runs.hooks import StoredStep
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
     from opentelemetry.trace import Tracer
-
-    from agentweb.runs.hooks import StoredStep
 
 log = logging.getLogger(__name__)
 

@@ -4,9 +4,7 @@ One ``Delivery`` row per outgoing message (a mail, a signed webhook POST, a Slac
 created in the caller's transaction with the exact bytes to send; sent after commit on a
 worker, never inside a run's step; retried with backoff; its state kept for pages.
 
-Queue (``agentweb.outbox.actions``), inside your own transaction::
-
-    from agentweb.outbox import actions as outbox
+Queue (``agentweb.outbox.actions``, imported ``as outbox``), inside your own transaction::
 
     d = outbox.do_queue_email(
         to="Alice <alice@example.com>", subject="...", text="...", html=None,

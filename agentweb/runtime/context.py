@@ -24,7 +24,7 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, Field
 
@@ -44,11 +44,9 @@ from .events import Event
 from .gateway import Model, ToolSpec
 from .messages import AssistantMessage, Message, SystemMessage, ToolMessage, Usage, UserMessage
 from .selection import SEARCH_TOOL, BM25Scorer, ToolScorer, make_search_tool, rank_tools
+from .state import LoopState
 from .tokens import EstimateCounter, TokenCounter, default_counter
 from .tools import ToolRegistry
-
-if TYPE_CHECKING:
-    from .state import LoopState
 
 __all__ = ["ContextHints", "ContextPolicy", "LayeredContextPolicy", "PreparedContext"]
 

@@ -23,6 +23,7 @@ class Import:
     path: Path
     lineno: int
     in_function: bool
+    nested: bool  # not at the module's top level: in a function, an if, a try, a class
     explained: bool  # a comment on the line or on the line above
 
 
@@ -67,6 +68,7 @@ def _imports_of(module: str, path: Path, modules: set[str]) -> list[Import]:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
         for sub in ast.walk(node)
     }
+    top_level = {id(node) for node in tree.body}
     is_package = path.name == "__init__.py"
     found: list[Import] = []
     for node in ast.walk(tree):
@@ -93,7 +95,15 @@ def _imports_of(module: str, path: Path, modules: set[str]) -> list[Import]:
             target = _resolve(name, modules)
             if target and target != module:
                 found.append(
-                    Import(module, target, path, node.lineno, id(node) in in_function, explained)
+                    Import(
+                        module,
+                        target,
+                        path,
+                        node.lineno,
+                        in_function=id(node) in in_function,
+                        nested=id(node) not in top_level,
+                        explained=explained,
+                    )
                 )
     return found
 
@@ -153,12 +163,13 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return sorted(out)
 
 
-def inside_functions(imports: list[Import]) -> dict[tuple[Path, int], list[Import]]:
-    """The import statements inside function bodies that load a project module, by
-    (file, line): ``from a import b, c`` is one statement, however many modules it names."""
+def nested_imports(imports: list[Import]) -> dict[tuple[Path, int], list[Import]]:
+    """The import statements of project modules that are not at a module's top level
+    (inside a function, and also under ``if TYPE_CHECKING:``, in a ``try`` or a class),
+    by (file, line): ``from a import b, c`` is one statement, however many it names."""
     found: dict[tuple[Path, int], list[Import]] = {}
     for imp in imports:
-        if imp.in_function:
+        if imp.nested:
             found.setdefault((imp.path, imp.lineno), []).append(imp)
     return found
 
@@ -171,14 +182,15 @@ def long_modules(limit: int = 800, root: Path = ROOT) -> dict[str, int]:
 def main() -> None:
     imports = project_imports()
     found = circles(graph(imports))
-    inside = inside_functions(imports)
+    inside = nested_imports(imports)
     print(f"modules: {len(project_files())}, imports of project modules: {len(imports)}")
     print(f"circles of more than one module: {len(found)}")
     for c in found:
         print(f"  {len(c)}: {', '.join(c)}")
-    print(f"import statements inside functions that load project modules: {len(inside)}")
+    print(f"import statements of project modules not at top level: {len(inside)}")
     for (path, lineno), imps in sorted(inside.items()):
         mark = "" if all(i.explained for i in imps) else "  (no comment)"
+        mark += "" if all(i.in_function for i in imps) else "  (not in a function)"
         names = ", ".join(i.target for i in imps)
         print(f"  {path.relative_to(ROOT)}:{lineno} {names}{mark}")
     print(f"modules over 800 lines: {long_modules() or 'none'}")
