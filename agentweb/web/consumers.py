@@ -50,6 +50,8 @@ from channels.utils import await_many_dispatch
 from agentweb.middleware import MAX_INT, BadInput, strict_json
 from agentweb.runs import publish
 from agentweb.runs.models import Run, RunEvent
+from agentweb.tickets.actions import TICKETS_GROUP
+from agentweb.tickets.models import Ticket
 from agentweb.web import fragments, outcome, run_tree, timeline
 from agentweb.web.context import pending_count
 
@@ -667,3 +669,61 @@ class ApprovalsConsumer(GuardedConsumer):
     async def approvals_changed(self, message: dict[str, Any]) -> None:
         count = await off_thread(pending_count)(self.scope["user"])
         await self.send_json({"kind": "approvals", "pending": count})
+
+
+class TicketsConsumer(GuardedConsumer):
+    """Ticket changes for the ticket pages: ``{"kind": "ticket", "ticket", "created"}``
+    when a ticket the user may see arrives or changes (a message, a reply's delivery, a
+    status) or one of its runs changes status. ``?ticket=<id>``: that ticket only (its
+    page; 4404 when the user may not see it). The page fetches what it shows again."""
+
+    ticket_id: int = 0
+
+    async def connect(self) -> None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            await self.close(code=4401)
+            return
+        self.ticket_id = _query_int(self.scope, "ticket")
+        if self.ticket_id and not await self._visible(self.ticket_id):
+            await self.close(code=4404)
+            return
+        await self.join_session()
+        await self.join(TICKETS_GROUP)
+        await self.join(publish.RUNS_GROUP)
+        await self.accept()
+
+    async def layer_lost(self, message: dict[str, Any]) -> None:
+        await self.send_json({"kind": "live", "ok": False})
+
+    async def layer_back(self, message: dict[str, Any]) -> None:
+        await self.send_json({"kind": "live", "ok": True})
+        # changes made while Redis was away: the page reads itself again
+        await self.send_json({"kind": "ticket", "ticket": self.ticket_id, "created": True})
+
+    async def ticket_changed(self, message: dict[str, Any]) -> None:
+        ticket_id = message.get("ticket")
+        if not isinstance(ticket_id, int) or (self.ticket_id and ticket_id != self.ticket_id):
+            return
+        if await self._visible(ticket_id):
+            created = bool(message.get("created"))
+            await self.send_json({"kind": "ticket", "ticket": ticket_id, "created": created})
+
+    async def run_status(self, message: dict[str, Any]) -> None:
+        run_id = message.get("run")
+        if not isinstance(run_id, int):
+            return
+        ticket_id = await self._ticket_of(run_id)
+        if ticket_id is None or (self.ticket_id and ticket_id != self.ticket_id):
+            return
+        if await self._visible(ticket_id):
+            await self.send_json({"kind": "ticket", "ticket": ticket_id, "run": run_id})
+
+    @off_thread
+    def _visible(self, ticket_id: int) -> bool:
+        return Ticket.objects.visible_to(self.scope["user"]).filter(pk=ticket_id).exists()
+
+    @off_thread
+    def _ticket_of(self, run_id: int) -> int | None:
+        found = Run.objects.filter(pk=run_id).values_list("ticket_id", flat=True).first()
+        return found if isinstance(found, int) else None

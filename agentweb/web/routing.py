@@ -17,6 +17,7 @@ websocket_urlpatterns: list[Any] = [
     path("ws/runs/<int:run_id>/", consumers.RunConsumer.as_asgi()),
     path("ws/runs/", consumers.RunsConsumer.as_asgi()),
     path("ws/approvals/", consumers.ApprovalsConsumer.as_asgi()),
+    path("ws/tickets/", consumers.TicketsConsumer.as_asgi()),
     # Anything else (/ws/runs/-1/, /ws/runs/abc/, /ws/nope/): 4404, not a server error.
     re_path(r"", consumers.NotFoundConsumer.as_asgi()),
 ]

@@ -1,13 +1,14 @@
 from django.urls import path
 
-from agentweb.web import approvals, profile_versions, views
+from agentweb.web import approvals, profile_versions, ticket_pages, views
 
 app_name = "web"
 
 urlpatterns = [
     path("", views.home, name="home"),
-    path("tickets/", views.tickets, name="tickets"),
-    path("tickets/<int:ticket_id>/run/", views.ticket_run, name="ticket_run"),
+    path("tickets/", ticket_pages.tickets, name="tickets"),
+    path("tickets/<int:ticket_id>/", ticket_pages.ticket_detail, name="ticket"),
+    path("tickets/<int:ticket_id>/run/", ticket_pages.ticket_run, name="ticket_run"),
     path("runs/", views.runs, name="runs"),
     path("runs/new/", views.run_new, name="run_new"),
     path("runs/compare/", views.compare, name="compare"),

@@ -31,9 +31,6 @@ from agentweb.runs import actions, toolset
 from agentweb.runs import export as run_export
 from agentweb.runs.follow_up import follow_up_filter, used_tool
 from agentweb.runs.models import AgentProfile, Run, RunEvent, RunImage
-from agentweb.tickets.context import domain_context
-from agentweb.tickets.models import Ticket
-from agentweb.tickets.serialize import with_thread
 from agentweb.web import fragments, outcome, profile_versions, run_tree, timeline
 from agentweb.web.forms import (
     AgentProfileForm,
@@ -77,66 +74,6 @@ def home(request: Request) -> HttpResponse:
 
 
 # --- tickets and starting runs -----------------------------------------------------------
-
-
-@login_required
-@require_GET
-def tickets(request: Request) -> HttpResponse:
-    status = request.GET.get("status", "open")
-    qs = with_thread(Ticket.objects.visible_to(request.user))
-    if status in Ticket.Status.values:
-        qs = qs.filter(status=status)
-    ticket_list = list(qs[:200])
-    runs_by_ticket: dict[int, list[Run]] = {}
-    for run in (
-        Run.objects.visible_to(request.user).filter(ticket__in=ticket_list).order_by("-created_at")
-    ):
-        if run.ticket_id is not None:
-            runs_by_ticket.setdefault(run.ticket_id, []).append(run)
-    context = domain_context(ticket_list)
-    rows = [
-        {
-            "ticket": t,
-            "runs": runs_by_ticket.get(t.pk, [])[:3],
-            "context": context.get(t.pk, []),
-            # one active run per ticket: the card links to it instead of starting another
-            "active": next((r for r in runs_by_ticket.get(t.pk, []) if r.is_active), None),
-        }
-        for t in ticket_list
-    ]
-    shown = [run for t in ticket_list for run in runs_by_ticket.get(t.pk, [])[:3]]
-    counts = dict(
-        Ticket.objects.visible_to(request.user).values_list("status").annotate(n=Count("pk"))
-    )
-    return render(
-        request,
-        "web/tickets.html",
-        {
-            "rows": rows,
-            "status": status,
-            "statuses": Ticket.Status.choices,
-            "counts": counts,
-            "form": TaskForm(),
-            "outcomes": outcome.for_runs(shown),
-        },
-    )
-
-
-@login_required
-@require_POST
-def ticket_run(request: Request, ticket_id: int) -> HttpResponse:
-    agent = request.POST.get("agent") or None
-    try:
-        run = actions.do_create_run(
-            user=request.user, task="", agent_name=agent, ticket_id=ticket_id
-        )
-    except actions.TicketBusy as exc:  # one active run per ticket: go to that one
-        messages.info(request, exc.message)
-        return redirect("web:run", run_id=exc.extra["active_run"])
-    except actions.ActionError as exc:
-        messages.error(request, exc.message)
-        return redirect("web:tickets")
-    return redirect("web:run", run_id=run.pk)
 
 
 @login_required

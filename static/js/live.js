@@ -323,6 +323,74 @@
     );
   }
 
+
+  /* --- ticket pages: the list and one ticket, fetched again when a ticket changes ------ */
+  function ticketsLive() {
+    var root = document.querySelector("[data-live-tickets]");
+    if (!root || !window.htmx) return;
+    var ticketId = root.dataset.liveTickets;
+    var timer = null;
+    var busy = false;
+    var again = false;
+    var last = 0;
+    function refresh() {
+      var el = document.querySelector("[data-live-tickets]");
+      if (!el) return;
+      if (busy) {
+        again = true;
+        return;
+      }
+      busy = true;
+      last = Date.now();
+      // What the person picked in the start form survives the new rendering.
+      var picker = document.getElementById("id_start_agent");
+      var picked = picker && picker.dataset.touched ? picker.value : null;
+      window.htmx
+        .ajax("GET", location.pathname + location.search, {
+          target: "#" + el.id,
+          swap: "outerHTML",
+          headers: { "X-Agentweb-Refresh": "1" },
+        })
+        .then(function () {
+          busy = false;
+          var p = document.getElementById("id_start_agent");
+          if (p && picked !== null) {
+            p.value = picked;
+            p.dataset.touched = "1";
+          }
+          document.body.dispatchEvent(new CustomEvent("tickets-refreshed", { bubbles: true }));
+          if (again) {
+            again = false;
+            schedule();
+          }
+        }, function () {
+          busy = false;
+        });
+    }
+    function schedule() {
+      if (timer) return;
+      // At most one new rendering a second, however many tickets arrive.
+      var wait = Math.max(150, 1000 - (Date.now() - last));
+      timer = setTimeout(function () {
+        timer = null;
+        refresh();
+      }, wait);
+    }
+    document.addEventListener("change", function (ev) {
+      if (ev.target && ev.target.id === "id_start_agent") ev.target.dataset.touched = "1";
+    });
+    new LiveSocket(
+      function () {
+        return "/ws/tickets/" + (ticketId && ticketId !== "0" ? "?ticket=" + ticketId : "");
+      },
+      {
+        message: function (data) {
+          if (data.kind === "ticket") schedule();
+        },
+      }
+    );
+  }
+
   /* --- elapsed clocks ------------------------------------------------------------------- */
   function fmt(seconds) {
     seconds = Math.max(0, Math.floor(seconds));
@@ -346,6 +414,7 @@
     if (root) runPage(root);
     runStatuses();
     approvalsCount();
+    ticketsLive();
     setInterval(tick, 1000);
   });
 })();
