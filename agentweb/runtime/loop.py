@@ -24,8 +24,8 @@ from .events import Event
 from .gateway import Model, ModelCancelled, ModelError, ModelResponse, ToolSpec, guarded_call
 from .images import ImageStore, MemoryImageStore, with_image_data
 from .journal import ExecutionJournal, InMemoryJournal, PriorExecution
-from .messages import AssistantMessage, Attachment, Message, SystemMessage, UserMessage
-from .replies import TRUNCATED_MARK, clean_reply, safe_delta
+from .messages import Attachment, Message, SystemMessage, UserMessage
+from .replies import TRUNCATED_MARK, clean_reply, model_called, safe_delta
 from .state import (
     TERMINAL,
     BudgetExceeded,
@@ -175,7 +175,7 @@ class Agent:
             return StepResult(events, state.outcome)
         message = clean_reply(state, response, self._tool_params, self.config.max_reply_chars)
         state.messages.append(message)
-        called = self._model_called(response, message, state, seen)
+        called = model_called(response, message, state, seen)
         if sent is not None:
             called.sent, state.memory[trace.TRACE_KEY] = sent
         events.append(called)
@@ -366,35 +366,6 @@ class Agent:
             system_prompt=first.content if isinstance(first, SystemMessage) else None,
             agent_version=self.config.agent_version,
             missing_tools=list(self.config.missing_tools),
-        )
-
-    @staticmethod
-    def _model_called(
-        response: ModelResponse,
-        message: AssistantMessage,
-        state: LoopState,
-        context: dict[str, Any] | None = None,
-    ) -> ev.ModelCalled:
-        calls: list[dict[str, Any]] = [
-            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
-        ]
-        if response.cut_off and state.cut_calls:  # stopped at the output token limit
-            cut = set(state.cut_calls)
-            for c in calls:
-                if c["id"] in cut:
-                    c["cut_off"] = True
-        return ev.ModelCalled(
-            model=response.model,
-            latency_ms=round(response.latency_ms, 3),
-            tokens={"input": response.usage.input_tokens, "output": response.usage.output_tokens},
-            text=message.content,
-            tool_calls=calls,
-            finish_reason=response.finish_reason,
-            iteration=state.iteration,
-            cut_off=response.cut_off,
-            truncated=message.content.endswith(TRUNCATED_MARK),
-            reasoning=message.reasoning or None,
-            context=context or None,
         )
 
 

@@ -4,7 +4,8 @@ Reasoning written into the text (``<think>`` blocks) is moved out of it, text an
 reasoning are cut at ``max_reply_chars``, calls written out as text are read back, tool
 names the provider prefixed are resolved, call ids are made unique in the run, and calls
 the reply was cut off inside are marked so they never run. The text previews of a
-streamed reply go through ``safe_delta``, so a failing preview never breaks a run.
+streamed reply go through ``safe_delta``, so a failing preview never breaks a run; the
+reply's ``model_called`` event is made by ``model_called``.
 """
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Callable, Collection, Mapping
+from typing import Any
 
+from . import events as ev
 from .gateway import ModelResponse
 from .messages import AssistantMessage, ToolCall
 from .parsing import ensure_unique_ids, parse_text_calls, resolve_tool_name, split_reasoning
 from .state import LoopState
 
-__all__ = ["TRUNCATED_MARK", "clean_reply", "safe_delta"]
+__all__ = ["TRUNCATED_MARK", "clean_reply", "model_called", "safe_delta"]
 
 log = logging.getLogger(__name__)
 
@@ -111,3 +114,33 @@ def safe_delta(
             log.exception("on_delta failed; no more previews for this model call")
 
     return deliver
+
+
+def model_called(
+    response: ModelResponse,
+    message: AssistantMessage,
+    state: LoopState,
+    context: dict[str, Any] | None = None,
+) -> ev.ModelCalled:
+    """The ``model_called`` event of a reply (``message``: what the run keeps of it)."""
+    calls: list[dict[str, Any]] = [
+        {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
+    ]
+    if response.cut_off and state.cut_calls:  # stopped at the output token limit
+        cut = set(state.cut_calls)
+        for c in calls:
+            if c["id"] in cut:
+                c["cut_off"] = True
+    return ev.ModelCalled(
+        model=response.model,
+        latency_ms=round(response.latency_ms, 3),
+        tokens={"input": response.usage.input_tokens, "output": response.usage.output_tokens},
+        text=message.content,
+        tool_calls=calls,
+        finish_reason=response.finish_reason,
+        iteration=state.iteration,
+        cut_off=response.cut_off,
+        truncated=message.content.endswith(TRUNCATED_MARK),
+        reasoning=message.reasoning or None,
+        context=context or None,
+    )
