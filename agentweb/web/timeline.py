@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from agentweb.runs.event_text import pretty, text_of
 from agentweb.runs.models import Run, RunEvent
@@ -288,6 +288,19 @@ class Call:
     result: Any = None
     error: str = ""
     duration_ms: float | None = None
+    # a person's word on it: "awaiting", "approved", "rejected", "expired" ("": none asked)
+    decision: str = ""
+    comment: str = ""
+    is_turn: ClassVar[bool] = False
+
+    @property
+    def key(self) -> str:
+        return self.tool
+
+    @property
+    def not_run(self) -> bool:
+        """Asked for and never run: rejected, expired or still awaiting a person."""
+        return self.ok is None and self.decision in ("awaiting", "rejected", "expired")
 
     @property
     def args_text(self) -> str:
@@ -295,85 +308,190 @@ class Call:
 
     @property
     def result_text(self) -> str:
+        if self.not_run:
+            said = f": {self.comment}" if self.comment else ""
+            return f"not run: {self.decision}{said}"
         return pretty(self.result) if self.ok is not False else f"error: {self.error}"
 
 
-def calls_of(steps: Iterable[Step]) -> list[Call]:
+@dataclass
+class Turn:
+    """A model call, as compare pairs it with the other run's."""
+
+    turn: int
+    text: str
+    asked: list[str]  # the tools it called, in order
+    input_tokens: int
+    output_tokens: int
+    cost: float | None
+    latency_ms: float
+    is_turn: ClassVar[bool] = True
+
+    @property
+    def key(self) -> str:
+        return "\0model"
+
+    @property
+    def said(self) -> str:
+        return f"{self.text}|{','.join(self.asked)}"
+
+
+def _tokens(data: dict[str, Any], key: str) -> int:
+    tokens = data.get("tokens")
+    value = tokens.get(key) if isinstance(tokens, dict) else None
+    return value if isinstance(value, int) and value >= 0 else 0
+
+
+_CALL_EVENTS = frozenset(
+    ("approval_requested", "approval_decided", "tool_call_started", "tool_call_finished")
+)
+
+
+def _apply(call: Call, kind: str, data: dict[str, Any]) -> None:
+    if kind == "approval_requested":
+        call.arguments = data.get("arguments")
+        call.decision = "awaiting"
+    elif kind == "approval_decided":
+        call.decision = str(data.get("decision") or "")
+        call.comment = str(data.get("comment") or "")
+        if data.get("arguments") is not None:
+            call.arguments = data.get("arguments")
+    elif kind == "tool_call_started":
+        call.tool = str(data.get("tool", "")) or call.tool
+        call.arguments = data.get("arguments")
+    else:
+        call.ok = bool(data.get("ok"))
+        call.result = data.get("result")
+        call.error = str(data.get("error") or "")
+        call.duration_ms = _ms(data.get("duration_ms"))
+
+
+def calls_of(steps: Iterable[Step], *, turns: bool = False) -> list[Call | Turn]:
+    """A run's tool calls in order, those a person rejected or let expire included;
+    with ``turns`` its model turns too, each before the calls it asked for."""
     calls: dict[str, Call] = {}
-    order: list[str] = []
+    order: list[Call | Turn] = []
     for step in steps:
         data = step.data
         call_id = str(data.get("call_id", ""))
-        if step.type == "tool_call_started":
-            if call_id not in calls:
-                order.append(call_id)
-            calls[call_id] = Call(call_id, str(data.get("tool", "")), data.get("arguments"))
-        elif step.type == "tool_call_finished":
+        if step.type == "model_called" and turns:
+            asked = data.get("tool_calls")
+            order.append(
+                Turn(
+                    turn=step.turn,
+                    text=str(data.get("text") or ""),
+                    asked=[str(c.get("name", "")) for c in asked or () if isinstance(c, dict)]
+                    if isinstance(asked, list)
+                    else [],
+                    input_tokens=_tokens(data, "input"),
+                    output_tokens=_tokens(data, "output"),
+                    cost=step.cost,
+                    latency_ms=_ms(data.get("latency_ms")),
+                )
+            )
+        elif step.type in _CALL_EVENTS:
             call = calls.get(call_id)
             if call is None:
+                if step.type == "approval_decided":
+                    continue
                 call = calls[call_id] = Call(call_id, str(data.get("tool", "")), None)
-                order.append(call_id)
-            call.ok = bool(data.get("ok"))
-            call.result = data.get("result")
-            call.error = str(data.get("error") or "")
-            call.duration_ms = _ms(data.get("duration_ms"))
-    return [calls[c] for c in order]
+                order.append(call)
+            _apply(call, step.type, data)
+    return order
 
 
 @dataclass
 class Row:
-    left: Call | None
-    right: Call | None
+    left: Call | Turn | None
+    right: Call | Turn | None
     tool_differs: bool = False
     args_differ: bool = False
     result_differs: bool = False
 
     @property
+    def is_turn(self) -> bool:
+        return any(side is not None and side.is_turn for side in (self.left, self.right))
+
+    @property
     def changed_keys(self) -> list[str]:
         """Argument names whose values differ between the two calls (dict arguments)."""
-        a = self.left.arguments if self.left else None
-        b = self.right.arguments if self.right else None
+        a = self.left.arguments if isinstance(self.left, Call) else None
+        b = self.right.arguments if isinstance(self.right, Call) else None
         if not (isinstance(a, dict) and isinstance(b, dict)):
             return []
         return sorted(k for k in set(a) | set(b) if pretty(a.get(k)) != pretty(b.get(k)))
 
 
-def align(left: list[Call], right: list[Call]) -> list[Row]:
-    """Align two call sequences by tool name (longest matching blocks), then mark what
-    differs in each aligned pair."""
+def _pair(a: Call | Turn, b: Call | Turn) -> Row:
+    if isinstance(a, Turn) and isinstance(b, Turn):
+        return Row(a, b, result_differs=a.said != b.said)
+    assert isinstance(a, Call) and isinstance(b, Call)
+    return Row(
+        a, b, args_differ=a.args_text != b.args_text, result_differs=a.result_text != b.result_text
+    )
+
+
+def align(left: Sequence[Call | Turn], right: Sequence[Call | Turn]) -> list[Row]:
+    """Align two runs' steps (model turns with model turns, calls by tool name: longest
+    matching blocks), then mark what differs in each aligned pair."""
     from difflib import SequenceMatcher
 
-    matcher = SequenceMatcher(a=[c.tool for c in left], b=[c.tool for c in right], autojunk=False)
+    matcher = SequenceMatcher(a=[c.key for c in left], b=[c.key for c in right], autojunk=False)
     rows: list[Row] = []
     for op, a0, a1, b0, b1 in matcher.get_opcodes():
         if op == "equal":
-            for a, b in zip(left[a0:a1], right[b0:b1], strict=True):
-                rows.append(
-                    Row(
-                        a,
-                        b,
-                        args_differ=a.args_text != b.args_text,
-                        result_differs=a.result_text != b.result_text,
-                    )
+            rows.extend(_pair(a, b) for a, b in zip(left[a0:a1], right[b0:b1], strict=True))
+            continue
+        lpart, rpart = left[a0:a1], right[b0:b1]
+        for i in range(max(len(lpart), len(rpart))):
+            one = lpart[i] if i < len(lpart) else None
+            other = rpart[i] if i < len(rpart) else None
+            if one is not None and other is not None and one.is_turn != other.is_turn:
+                rows += [Row(one, None, tool_differs=True), Row(None, other, tool_differs=True)]
+                continue
+            if one is not None and other is not None and one.is_turn:
+                rows.append(_pair(one, other))
+                continue
+            both = one is not None and other is not None
+            rows.append(
+                Row(
+                    one,
+                    other,
+                    tool_differs=True,
+                    args_differ=not both
+                    or (
+                        isinstance(one, Call)
+                        and isinstance(other, Call)
+                        and one.args_text != other.args_text
+                    ),
+                    result_differs=True,
                 )
-        else:
-            lpart, rpart = left[a0:a1], right[b0:b1]
-            for i in range(max(len(lpart), len(rpart))):
-                one = lpart[i] if i < len(lpart) else None
-                other = rpart[i] if i < len(rpart) else None
-                both = one is not None and other is not None
-                rows.append(
-                    Row(
-                        one,
-                        other,
-                        tool_differs=True,
-                        args_differ=not both
-                        or (
-                            one is not None
-                            and other is not None
-                            and one.args_text != other.args_text
-                        ),
-                        result_differs=True,
-                    )
-                )
+            )
     return rows
+
+
+@dataclass
+class Totals:
+    """One side of compare's totals row."""
+
+    input_tokens: int
+    output_tokens: int
+    cost: float | None
+    timing: Timing
+    turns: int
+    calls: int
+    not_run: int
+
+
+def totals_of(steps: Sequence[Call | Turn], timing: Timing) -> Totals:
+    turns = [s for s in steps if isinstance(s, Turn)]
+    costs = [t.cost for t in turns]
+    return Totals(
+        input_tokens=sum(t.input_tokens for t in turns),
+        output_tokens=sum(t.output_tokens for t in turns),
+        cost=None if any(c is None for c in costs) else sum(c or 0.0 for c in costs),
+        timing=timing,
+        turns=len(turns),
+        calls=sum(1 for s in steps if isinstance(s, Call)),
+        not_run=sum(1 for s in steps if isinstance(s, Call) and s.not_run),
+    )

@@ -319,14 +319,25 @@ def compare(request: Request) -> HttpResponse:
         right = _run_or_404(request, int(b_id))
         left_steps = timeline.steps_for(RunEvent.objects.filter(run=left), model=left.model)
         right_steps = timeline.steps_for(RunEvent.objects.filter(run=right), model=right.model)
-        rows = timeline.align(timeline.calls_of(left_steps), timeline.calls_of(right_steps))
+        left_seq = timeline.calls_of(left_steps, turns=True)
+        right_seq = timeline.calls_of(right_steps, turns=True)
+        rows = timeline.align(left_seq, right_seq)
+        left_timing = timeline.timing_for(left_steps)
+        right_timing = timeline.timing_for(right_steps)
+        calls = [r for r in rows if not r.is_turn]
         context.update(
             left=left,
             right=right,
             rows=rows,
-            left_timing=timeline.timing_for(left_steps),
-            right_timing=timeline.timing_for(right_steps),
-            differences=sum(1 for r in rows if r.tool_differs or r.args_differ or r.result_differs),
+            calls=calls,
+            turn_rows=len(rows) - len(calls),
+            left_timing=left_timing,
+            right_timing=right_timing,
+            left_totals=timeline.totals_of(left_seq, left_timing),
+            right_totals=timeline.totals_of(right_seq, right_timing),
+            differences=sum(
+                1 for r in calls if r.tool_differs or r.args_differ or r.result_differs
+            ),
             answers_differ=left.final_answer.strip() != right.final_answer.strip(),
             child_pairs=run_tree.child_pairs(left, right),
         )

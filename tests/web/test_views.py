@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -412,6 +413,73 @@ def test_compare_aligns_calls_and_marks_differences(people: dict) -> None:
     assert body.count('class="cmp-row"') == 2
     assert "args differ" in body and "result differs" in body
     assert "1 with differences" in body and "final answers differ" in body
+
+
+def test_compare_pairs_model_turns_with_tokens_cost_and_time_and_keeps_a_rejected_call(
+    people: dict,
+) -> None:
+    approved = finished_run(people["operator"], 20)
+    rejected = f.make_run(people["operator"], task="Refund a damaged kettle")
+    arguments = {"order_id": "A1001", "amount": 20, "reason": "damaged"}
+    slow = f.model_called(text="Looking up the order.")
+    slow["data"].update(latency_ms=480, tokens={"input": 910, "output": 55})
+    f.emit(
+        rejected,
+        {"type": "run_started", "data": {}},
+        slow,
+        f.tool_started(),
+        f.tool_finished(),
+        f.model_called(text="Refunding.", tool="issue_refund", call_id="c2", arguments=arguments),
+        {
+            "type": "approval_requested",
+            "data": {
+                "call_id": "c2",
+                "tool": "issue_refund",
+                "arguments": arguments,
+                "risk": "high",
+                "reason": "high_risk",
+            },
+        },
+        {
+            "type": "approval_decided",
+            "data": {
+                "call_id": "c2",
+                "decision": "rejected",
+                "comment": "Wrong order",
+                "arguments": None,
+                "tool": "issue_refund",
+                "edited": False,
+                "by": "approver",
+            },
+        },
+        f.model_called(text="I could not refund it.", tool=""),
+        {"type": "run_finished", "data": {"final_answer": "No refund"}},
+        status=Run.Status.SUCCEEDED,
+    )
+    body = (
+        client_for(people["operator"])
+        .get(f"/runs/compare/?a={approved.pk}&b={rejected.pk}")
+        .content.decode()
+    )
+    # three model turns on each side, paired, each with its tokens, cost and time
+    assert body.count('class="cmp-turn"') == 3
+    turns = body.split('class="cmp-turn"')[1].split("</tr>")[0]
+    assert turns.count("Model · turn 1") == 2
+    assert "350 in" in turns and "910 in" in turns and "120 ms" in turns and "480 ms" in turns
+    last = body.split('class="cmp-turn"')[3].split("</tr>")[0]
+    assert "Done." in last and "I could not refund it." in last and "reply differs" in last
+    # the rejected refund is beside the one that ran, with the reason it did not
+    calls = body.split('class="cmp-row"')
+    assert len(calls) == 3
+    refund = calls[2].split("</tr>")[0]
+    assert "rejected · not run" in refund and "not run: rejected: Wrong order" in refund
+    assert "result differs" in refund
+    # totals side by side
+    totals = body.split('class="cmp-totals"')[1].split("</tr>")[0]
+    plain = re.sub(r"<[^>]+>", "", totals)
+    assert "1050 in / 120 out" in plain and "1610 in / 135 out" in plain, plain
+    assert "model 360 ms" in plain and "model 720 ms" in plain
+    assert "2 tool calls (1 not run)" in totals
 
 
 def test_export_then_import_round_trip(people: dict) -> None:
