@@ -9,6 +9,7 @@ here waits for a person.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -19,8 +20,9 @@ import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any, NamedTuple
 
+import psycopg
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from agentweb import dbpool
@@ -50,13 +52,16 @@ class LeaseLost(Exception):
 
 
 class _Held:
-    """Flags the keeper sets for one held run: its lease was lost, a cancel was asked."""
+    """One held run: its id, and the flags the keeper sets: its lease was lost, a cancel
+    was asked; ``locked`` once the keeper's session holds the run's advisory lock."""
 
-    __slots__ = ("cancel", "lost")
+    __slots__ = ("cancel", "locked", "lost", "run_id")
 
-    def __init__(self) -> None:
+    def __init__(self, run_id: int) -> None:
+        self.run_id = run_id
         self.lost = threading.Event()
         self.cancel = threading.Event()
+        self.locked = False
 
 
 #: How often the keeper looks for cancel requests of the runs it holds (one query for
@@ -70,58 +75,125 @@ class _LeaseKeeper:
     A lease that could not be renewed (another worker took the run over) is reported
     lost, and that run's thread stops at its next step boundary. The same thread
     notices cancel requests (every ``CANCEL_POLL_SECONDS``): the run's model call is
-    abandoned at once and no tool of that step runs."""
+    abandoned at once and no tool of that step runs.
+
+    The keeper has a PostgreSQL session of its own, outside the process's pool: under
+    load the pool's connections were all lent to run threads and tool calls, the
+    keeper's renewal waited for one (up to the pool's timeout, then failed, beat after
+    beat) and leases ran out under live workers, whose runs were then taken over and
+    their steps paid for again. That session also holds an advisory lock on each held
+    run (``lifecycle.RUN_LOCK_SPACE``), taken as the run is held: while this process
+    lives nobody takes its runs over, even if a renewal comes late (``lifecycle.claim``
+    and the sweep check the lock); a process that dies loses the session and its locks."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._held: dict[str, _Held] = {}  # lease owner -> its flags
         self._thread: threading.Thread | None = None
         self._pid = 0
+        self._db_lock = threading.Lock()  # one user of the session at a time
+        self._db: Any = None  # psycopg.Connection, autocommit
+        self._inherited: list[Any] = []  # a parent's session after a fork: never closed here
 
-    def hold(self, owner: str) -> _Held:
-        held = _Held()
+    def hold(self, run_id: int, owner: str) -> _Held:
+        held = _Held(run_id)
         with self._lock:
             self._held[owner] = held
             if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
+                if self._pid != os.getpid() and self._db is not None:
+                    self._inherited.append(self._db)  # its socket is the parent's
+                    self._db = None
                 self._pid = os.getpid()
                 self._thread = threading.Thread(target=self._beat, name="lease-keeper", daemon=True)
                 self._thread.start()
+        self._take_locks([held])
         return held
 
     def release(self, owner: str) -> None:
         with self._lock:
-            self._held.pop(owner, None)
+            held = self._held.pop(owner, None)
+        if held is not None and held.locked:
+            self._query(
+                "SELECT pg_advisory_unlock(%s, %s)",
+                [lifecycle.RUN_LOCK_SPACE, lifecycle.run_lock_key(held.run_id)],
+            )
+
+    # -- the keeper's own session ------------------------------------------------------------
+
+    def _query(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]] | None:
+        """Rows of one statement on the keeper's session (connected when needed), or None
+        when PostgreSQL could not be reached (the session is dropped: its locks are gone,
+        they are taken again on the next connection)."""
+        with self._db_lock:
+            try:
+                if self._db is None or self._db.closed:
+                    fresh = True
+                    params_db = dict(connection.get_connection_params())
+                    params_db.pop("cursor_factory", None)
+                    self._db = psycopg.connect(**params_db, autocommit=True)
+                else:
+                    fresh = False
+                if fresh:
+                    with self._lock:
+                        for flags in self._held.values():
+                            flags.locked = False
+                cursor = self._db.execute(sql, params)
+                return cursor.fetchall() if cursor.description else []
+            except psycopg.Error:
+                log.warning("lease keeper: PostgreSQL is not answering", exc_info=True)
+                if self._db is not None:
+                    with contextlib.suppress(Exception):
+                        self._db.close()
+                self._db = None
+                return None
+
+    def _close_if_idle(self) -> None:
+        """Holding no run, the keeper lets its session go (a worker with nothing to do
+        keeps no connection); the next ``hold`` connects again."""
+        with self._db_lock:
+            with self._lock:
+                if self._held:
+                    return
+            if self._db is not None:
+                with contextlib.suppress(Exception):
+                    self._db.close()
+                self._db = None
+
+    def _take_locks(self, runs: list[_Held]) -> None:
+        for flags in runs:
+            rows = self._query(
+                "SELECT pg_try_advisory_lock(%s, %s)",
+                [lifecycle.RUN_LOCK_SPACE, lifecycle.run_lock_key(flags.run_id)],
+            )
+            # False: another session still holds it (a worker that let the run go an
+            # instant ago and unlocks now): tried again at the next beat.
+            flags.locked = bool(rows and rows[0][0])
 
     def _beat(self) -> None:
         interval = max(0.5, settings.AGENTWEB_LEASE_SECONDS / 3)
         next_renewal = time.monotonic() + interval
         while True:
-            dbpool.give_back()  # the pool may lend it while this thread sleeps
             time.sleep(CANCEL_POLL_SECONDS)
             with self._lock:
                 held = dict(self._held)
             if not held:
-                # Nothing to watch: let this thread's connection go (CONN_MAX_AGE) instead
-                # of keeping it for the worker's whole life.
-                close_old_connections()
+                self._close_if_idle()
                 continue
+            unlocked = [flags for flags in held.values() if not flags.locked]
+            if unlocked:
+                self._take_locks(unlocked)
             self._look_for_cancels(held)
             if time.monotonic() < next_renewal:
                 continue
             next_renewal = time.monotonic() + interval
-            try:
-                Run.objects.filter(lease_owner__in=held, status=Run.Status.RUNNING).update(
-                    lease_expires_at=timezone.now() + lifecycle.lease()
-                )
-                kept = set(
-                    Run.objects.filter(lease_owner__in=held, status=Run.Status.RUNNING).values_list(
-                        "lease_owner", flat=True
-                    )
-                )
-            except Exception:  # the database is away: the leases may lapse; retry next beat
-                log.warning("lease renewal failed", exc_info=True)
-                close_old_connections()
+            rows = self._query(
+                "UPDATE runs_run SET lease_expires_at = %s "
+                "WHERE lease_owner = ANY(%s) AND status = %s RETURNING lease_owner",
+                [timezone.now() + lifecycle.lease(), list(held), Run.Status.RUNNING],
+            )
+            if rows is None:  # the database is away: the leases may lapse; retry next beat
                 continue
+            kept = {row[0] for row in rows}
             for owner, flags in held.items():
                 if owner not in kept:
                     with self._lock:
@@ -129,18 +201,16 @@ class _LeaseKeeper:
                     if still_held:  # not a run that just finished or paused
                         flags.lost.set()
 
-    @staticmethod
-    def _look_for_cancels(held: dict[str, _Held]) -> None:
+    def _look_for_cancels(self, held: dict[str, _Held]) -> None:
         waiting = [owner for owner, flags in held.items() if not flags.cancel.is_set()]
         if not waiting:
             return
-        try:
-            asked = Run.objects.filter(lease_owner__in=waiting, cancel_requested=True)
-            for owner in asked.values_list("lease_owner", flat=True):
-                held[owner].cancel.set()
-        except Exception:
-            log.warning("looking for cancel requests failed", exc_info=True)
-            close_old_connections()
+        rows = self._query(
+            "SELECT lease_owner FROM runs_run WHERE lease_owner = ANY(%s) AND cancel_requested",
+            [waiting],
+        )
+        for (owner,) in rows or ():
+            held[owner].cancel.set()
 
 
 _leases = _LeaseKeeper()
@@ -154,7 +224,7 @@ def execute_run(run_id: int) -> str | None:
     if not lifecycle.claim(run_id, owner):
         return None
     publish.run_status_now(run_id, Run.Status.RUNNING)  # the steps tell only changes
-    held = _leases.hold(owner)
+    held = _leases.hold(run_id, owner)
     try:
         return _drive(run_id, owner, held)
     except LeaseLost:

@@ -10,7 +10,7 @@ import pytest
 from django.db import connection
 from django.utils import timezone
 
-from agentweb.runs import actions, engine, store
+from agentweb.runs import actions, engine, lifecycle, store
 from agentweb.runs.models import Approval, AuditEntry, Run, RunEvent, ToolExecution
 from agentweb.runtime.events import misfit
 from agentweb.runtime.messages import ToolMessage
@@ -436,24 +436,24 @@ def test_the_start_up_sweep_leaves_no_connection_open(transactional_db, enqueued
     assert in_a_thread(_sweep_on_start) == [None]
 
 
-def test_the_lease_keeper_lets_its_connection_go_once_it_holds_no_run(transactional_db) -> None:
-    from django.db.backends.signals import connection_created
-
+def test_the_lease_keeper_lets_its_session_go_once_it_holds_no_run(transactional_db) -> None:
     keeper = engine._LeaseKeeper()
-    opened: list[Any] = []
 
-    def seen(sender: Any, connection: Any, **kwargs: Any) -> None:
-        if threading.current_thread() is keeper._thread:
-            opened.append(connection)
+    def sessions() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s "
+                "AND objid = %s",
+                [lifecycle.RUN_LOCK_SPACE, 424242],
+            )
+            return cursor.fetchone()[0]
 
-    connection_created.connect(seen)
-    try:
-        keeper.hold("test:1")
-        wait_for(lambda: opened, timeout=10)  # it looked for cancel requests
-        keeper.release("test:1")
-        wait_for(lambda: opened[0].connection is None, timeout=10)
-    finally:
-        connection_created.disconnect(seen)
+    held = keeper.hold(424242, "test:1")
+    assert held.locked and keeper._db is not None
+    assert sessions() == 1  # the run's lock, in the keeper's own session
+    keeper.release("test:1")
+    assert sessions() == 0
+    wait_for(lambda: keeper._db is None, timeout=10)
 
 
 def test_a_profile_policy_can_waive_or_demand_approval(people, scripted, enqueued) -> None:
@@ -504,3 +504,47 @@ def test_an_unexpected_error_retries_then_fails_with_the_reason(people, scripted
     run.refresh_from_db()
     assert "database went away" in run.failure_reason
     assert types(run)[-1] == "run_failed"
+
+
+def test_a_live_worker_whose_lease_ran_out_keeps_its_run_and_no_step_is_paid_twice(
+    people, scripted, enqueued
+) -> None:
+    """A busy machine starved the lease keeper: the lease ran out while the worker was in
+    the middle of a model call. The sweep does not send the run again and no other claim
+    takes it over, so that model call (and the step) is paid for once."""
+    entered, release = threading.Event(), threading.Event()
+
+    def held_up(messages: Any, tools: Any) -> Any:
+        entered.set()
+        release.wait(60)  # a safety net only: the test releases it
+        return call("lookup", order_id="A1")
+
+    scripted.enqueue(held_up, "Done.")
+    run = start(people)
+    ended: list[object] = []
+
+    def work() -> None:
+        try:
+            ended.append(engine.execute_run(run.pk))
+        finally:
+            connection.close()
+
+    worker = threading.Thread(target=work)
+    worker.start()
+    try:
+        assert entered.wait(60)
+        Run.objects.filter(pk=run.pk).update(
+            lease_expires_at=timezone.now() - timedelta(seconds=1)
+        )
+        enqueued.clear()
+        assert actions.do_requeue_stale_runs() == []  # its worker lives: not sent again
+        assert engine.execute_run(run.pk) is None  # nor taken over
+        assert enqueued == []
+    finally:
+        release.set()
+        worker.join(60)
+    assert ended == [Run.Status.SUCCEEDED]
+    assert len(scripted.requests) == 2  # two steps, each model call made once
+    run.refresh_from_db()
+    assert run.attempts == 1
+    assert types(run).count("model_called") == 2
