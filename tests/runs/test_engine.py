@@ -533,9 +533,7 @@ def test_a_live_worker_whose_lease_ran_out_keeps_its_run_and_no_step_is_paid_twi
     worker.start()
     try:
         assert entered.wait(60)
-        Run.objects.filter(pk=run.pk).update(
-            lease_expires_at=timezone.now() - timedelta(seconds=1)
-        )
+        Run.objects.filter(pk=run.pk).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
         enqueued.clear()
         assert actions.do_requeue_stale_runs() == []  # its worker lives: not sent again
         assert engine.execute_run(run.pk) is None  # nor taken over
