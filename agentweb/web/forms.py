@@ -11,7 +11,7 @@ from django import forms
 from django.utils.text import capfirst
 
 from agentweb.middleware import BadInput, strict_json
-from agentweb.runs import profiles
+from agentweb.runs import profiles, toolset
 from agentweb.runs.models import AgentProfile, Run
 
 
@@ -95,6 +95,7 @@ PROFILE_FORM_FIELDS = (
     "budget",
 )
 _JSON_FIELDS = ("allowed_tools", "risk_overrides", "approval_policies", "delegates", "budget")
+_PICKED = ("allowed_tools", "risk_overrides", "approval_policies", "delegates")
 _WHOLE_FIELDS = ("max_iterations", "context_budget_tokens")
 _ASCII_INTEGER = re.compile(r"-?[0-9]{1,30}")
 
@@ -119,6 +120,91 @@ def profile_initial(profile: AgentProfile) -> dict[str, Any]:
         value = getattr(profile, name)
         values[name] = json.dumps(value, ensure_ascii=False) if name in _JSON_FIELDS else value
     return values
+
+
+# -- the profile form's tool rows and delegate picker ------------------------------------------
+#
+# Tools, their risk overrides and approval policies are edited as one row per tool (posted
+# with ``tool_rows=1``); delegates as a list of the other profiles (``delegate_rows=1``).
+# A post without those markers gives the four fields as JSON text, as the API does.
+
+POLICY_MODES = (
+    ("", "tool's own rule"),
+    ("always", "always ask a person"),
+    ("never", "never ask"),
+    ("amount", "ask from an amount on"),
+    ("custom", "custom (JSON)"),
+)
+RISKS = ("low", "medium", "high")
+
+
+def _policy_row(rule: Any) -> dict[str, Any]:
+    """The row's values for a stored policy rule (anything the row cannot show as fields
+    is shown as JSON)."""
+    row: dict[str, Any] = {
+        "mode": "",
+        "argument": "",
+        "at_least": "",
+        "sum_per": "",
+        "approvers": "",
+    }
+    if rule is None or rule == "default":
+        return row
+    if rule in ("always", "never"):
+        return {**row, "mode": rule}
+    if isinstance(rule, dict) and set(rule) <= {"argument", "at_least", "sum_per", "approvers"}:
+        approvers = rule.get("approvers")
+        row["approvers"] = "" if approvers in (None, 1) else str(approvers)
+        if "argument" in rule and "at_least" in rule:
+            at_least = rule["at_least"]
+            return {
+                **row,
+                "mode": "amount",
+                "argument": str(rule["argument"]),
+                "at_least": str(at_least),
+                "sum_per": str(rule.get("sum_per") or ""),
+            }
+        if set(rule) == {"approvers"}:
+            return {**row, "mode": "always"}
+    return {**row, "mode": "custom", "json": json.dumps(rule, ensure_ascii=False)}
+
+
+def _number(text: str) -> Any:
+    text = text.strip()
+    if re.fullmatch(r"-?[0-9]{1,15}", text):
+        return int(text)
+    if re.fullmatch(r"-?[0-9]{1,15}\.[0-9]{1,10}", text):
+        return float(text)
+    return text  # said to be wrong by the policy check
+
+
+def _rule_from(get: Any, name: str) -> tuple[Any, str | None]:
+    """The policy rule a tool's row posts (``None``: the tool's own rule), or an error."""
+    mode = get(f"policy__{name}")
+    approvers_text = get(f"policy_approvers__{name}").strip()
+    approvers = _number(approvers_text) if approvers_text else None
+    people = {"approvers": approvers} if approvers not in (None, 1) else {}
+    if mode == "always":
+        return (people or "always"), None
+    if mode == "never":
+        return "never", None
+    if mode == "amount":
+        argument = get(f"policy_argument__{name}").strip()
+        at_least = get(f"policy_at_least__{name}").strip()
+        if not argument or not at_least:
+            return None, f"{name}: an amount rule needs its argument and the amount to ask from"
+        rule: dict[str, Any] = {"argument": argument, "at_least": _number(at_least)}
+        sum_per = get(f"policy_sum_per__{name}").strip()
+        if sum_per:
+            rule["sum_per"] = sum_per
+        return {**rule, **people}, None
+    if mode == "custom":
+        text = get(f"policy_json__{name}").strip()
+        try:
+            return strict_json(text) if text else None, None
+        except BadInput as exc:
+            return None, f"{name}: not accepted: {exc}"
+    return None, None
 
 
 class AgentProfileForm(forms.Form):
@@ -179,6 +265,8 @@ class AgentProfileForm(forms.Form):
             if name == "name" and self.edited is not None:
                 continue  # a profile keeps its name
             value = cleaned.get(name)
+            if name in self.picked:
+                continue  # read from the rows below
             if name in _JSON_FIELDS:
                 text = str(value or "").strip()
                 try:
@@ -196,7 +284,145 @@ class AgentProfileForm(forms.Form):
                 data[name] = bool(value)
             else:
                 data[name] = "" if value is None else str(value)
+        if "allowed_tools" in self.picked:
+            self._read_tool_rows(data)
+        if "delegates" in self.picked:
+            data["delegates"] = [n for n in self._list("delegate") if n]
         return data
+
+    risk_choices = RISKS
+    policy_modes = POLICY_MODES
+
+    def _list(self, key: str) -> list[str]:
+        """Every value posted under ``key`` (a QueryDict's list; one value otherwise)."""
+        getlist = getattr(self.data, "getlist", None)
+        if getlist is not None:
+            return [str(v) for v in getlist(key)]
+        value = self.data.get(key)
+        if value is None:
+            return []
+        return [str(v) for v in value] if isinstance(value, list | tuple) else [str(value)]
+
+    @property
+    def picked(self) -> frozenset[str]:
+        """The JSON fields this post gives as rows and pickers instead of JSON text (all of
+        them on a new form: the page shows rows)."""
+        if not self.is_bound:
+            return frozenset(_PICKED)
+        picked = set()
+        if self.data.get("tool_rows") == "1":
+            picked |= {"allowed_tools", "risk_overrides", "approval_policies"}
+        if self.data.get("delegate_rows") == "1":
+            picked.add("delegates")
+        return frozenset(picked)
+
+    def _read_tool_rows(self, data: dict[str, Any]) -> None:
+        get = lambda key: str(self.data.get(key, ""))  # noqa: E731
+        rows = [str(n) for n in self._list("tool_row")]
+        allowed = set(self._list("tool_allowed"))
+        data["allowed_tools"] = [n for n in rows if n in allowed]
+        data["risk_overrides"] = {n: get(f"risk__{n}") for n in rows if get(f"risk__{n}") in RISKS}
+        policies: dict[str, Any] = {}
+        problems: list[str] = []
+        for n in rows:
+            rule, problem = _rule_from(get, n)
+            if problem:
+                problems.append(problem)
+            elif rule is not None:
+                policies[n] = rule
+        if problems:
+            self.add_error("approval_policies", "; ".join(problems))
+        else:
+            data["approval_policies"] = policies
+
+    @property
+    def changed_data(self) -> list[str]:
+        """The fields a save changes (the audit line names them): an edited profile's are
+        compared with its stored row, since rows post no JSON text to compare."""
+        if self.edited is None or self.edited.pk is None or self.profile is None:
+            return super().changed_data
+        stored = AgentProfile.objects.filter(pk=self.edited.pk).values(*PROFILE_FORM_FIELDS).first()
+        if stored is None:
+            return super().changed_data
+        return [n for n in PROFILE_FORM_FIELDS if stored[n] != getattr(self.profile, n)]
+
+    def tool_rows(self) -> list[dict[str, Any]]:
+        """One row per tool the page offers: every registered tool, each named by the
+        profile that is not (loaded no more), and each MCP server's ``<server>__*``."""
+        stored = self.edited
+        if self.is_bound and "allowed_tools" in self.picked:
+            get = lambda key: str(self.data.get(key, ""))  # noqa: E731
+            allowed = set(self._list("tool_allowed"))
+            posted = {n: None for n in self._list("tool_row")}
+        else:
+            get = None
+            allowed = set(stored.allowed_tools or ()) if stored is not None else set()
+            posted = {}
+        overrides = (stored.risk_overrides if stored is not None else None) or {}
+        policies = (stored.approval_policies if stored is not None else None) or {}
+        registry = toolset.registry()
+        names: dict[str, None] = {t.name: None for t in sorted(registry, key=lambda t: t.name)}
+        for extra in (*posted, *sorted(allowed), *overrides, *policies):
+            names.setdefault(str(extra), None)
+        wildcards = sorted(toolset.tool_wildcards())
+        errors = (
+            " ".join(str(e) for e in self.errors.get("approval_policies", ()))
+            if self.is_bound
+            else ""
+        )
+        rows = []
+        for name in [*names, *(w for w in wildcards if w not in names)]:
+            found = registry.get(name)
+            wildcard = name in wildcards
+            properties = found.spec().parameters.get("properties") if found is not None else None
+            row: dict[str, Any] = {
+                "name": name,
+                "loaded": found is not None or wildcard or name in toolset.BUILTIN_RISK,
+                "wildcard": wildcard,
+                "risk": getattr(found, "risk", "") if found is not None else "",
+                "description": getattr(found, "description", "") if found is not None else "",
+                "arguments": sorted(properties) if isinstance(properties, dict) else [],
+                "allowed": name in allowed,
+            }
+            if get is not None:
+                row["override"] = get(f"risk__{name}")
+                row["policy"] = {
+                    "mode": get(f"policy__{name}"),
+                    "argument": get(f"policy_argument__{name}"),
+                    "at_least": get(f"policy_at_least__{name}"),
+                    "sum_per": get(f"policy_sum_per__{name}"),
+                    "approvers": get(f"policy_approvers__{name}"),
+                    "json": get(f"policy_json__{name}"),
+                }
+            else:
+                row["override"] = str(overrides.get(name, ""))
+                row["policy"] = _policy_row(policies.get(name))
+            row["error"] = next(
+                (e for e in errors.split("; ") if e.startswith((f"{name}:", f"{name} "))), ""
+            )
+            rows.append(row)
+        return rows
+
+    def delegate_choices(self) -> list[dict[str, Any]]:
+        """The other profiles, each ticked when the profile delegates to it."""
+        if self.is_bound and "delegates" in self.picked:
+            chosen = set(self._list("delegate"))
+        else:
+            chosen = set((self.edited.delegates if self.edited is not None else None) or ())
+        names = AgentProfile.objects.order_by("name").values_list("name", "description")
+        own = self.edited.name if self.edited is not None else None
+        out = [
+            {"name": n, "description": d, "chosen": n in chosen, "known": True}
+            for n, d in names
+            if n != own
+        ]
+        known = {o["name"] for o in out}
+        out += [
+            {"name": n, "description": "", "chosen": True, "known": False}
+            for n in sorted(chosen - known)
+            if n
+        ]
+        return out
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}

@@ -224,3 +224,113 @@ def test_an_objection_shows_on_the_run_page_and_in_replay(admin: Client) -> None
         assert "a &lt;refund&gt; happened" in item  # escaped: validator text is data
     replay = admin.get(f"/runs/{run.pk}/replay/").content.decode()
     assert "validator · agentweb.shop.validators.claims_validator" in replay
+
+
+# --- the tool rows and the delegate picker (DESIGN 16, issue 26.6) ---------------------------
+
+
+def rows(**overrides: Any) -> dict[str, Any]:
+    """What the page posts: a row per tool and the delegate picker, no JSON text."""
+    data = {
+        k: v
+        for k, v in form().items()
+        if k not in ("allowed_tools", "risk_overrides", "approval_policies", "delegates")
+    }
+    data.update(tool_rows="1", delegate_rows="1", tool_row=["get_order", "issue_refund"])
+    data.update(overrides)
+    return data
+
+
+def test_the_form_shows_a_row_per_registered_tool_and_the_other_profiles(admin: Client) -> None:
+    AgentProfile.objects.create(name="billing", system_prompt="Bill.", description="Refunds")
+    body = admin.get("/agents/new/").content.decode()
+    assert 'name="tool_rows" value="1"' in body and 'id="tool-rows"' in body
+    for name in ("get_order", "issue_refund", "search_kb"):
+        assert f'id="tool-row-{name}"' in body and f'name="tool_allowed" value="{name}"' in body
+    refund = body.split('id="tool-row-issue_refund"')[1].split("</tr>")[0]
+    assert (
+        '<option value="amount">' in refund and '<option value="amount">amount</option>' in refund
+    )
+    assert 'name="delegate" value="billing"' in body and "Refunds" in body
+    assert 'name="allowed_tools"' not in body and 'name="approval_policies"' not in body
+
+
+def test_rows_save_tools_risks_policies_and_delegates(admin: Client) -> None:
+    AgentProfile.objects.create(name="billing", system_prompt="Bill.")
+    response = admin.post(
+        "/agents/new/",
+        rows(
+            tool_allowed=["get_order", "issue_refund"],
+            **{
+                "risk__get_order": "medium",
+                "policy__issue_refund": "amount",
+                "policy_argument__issue_refund": "amount",
+                "policy_at_least__issue_refund": "20",
+                "policy_sum_per__issue_refund": "order_id",
+                "policy_approvers__issue_refund": "2",
+                "policy__get_order": "always",
+            },
+            delegate=["billing"],
+        ),
+    )
+    assert response.status_code == 302, response.content.decode()
+    made = AgentProfile.objects.get(name="helper")
+    assert made.allowed_tools == ["get_order", "issue_refund"]
+    assert made.risk_overrides == {"get_order": "medium"}
+    assert made.approval_policies == {
+        "issue_refund": {
+            "argument": "amount",
+            "at_least": 20,
+            "sum_per": "order_id",
+            "approvers": 2,
+        },
+        "get_order": "always",
+    }
+    assert made.delegates == ["billing"]
+    # the stored profile's page shows them as rows again
+    page = admin.get(f"/agents/{made.pk}/").content.decode()
+    refund = page.split('id="tool-row-issue_refund"')[1].split("</tr>")[0]
+    assert 'value="issue_refund" id="allow-issue_refund" checked' in refund
+    assert '<option value="amount" selected>' in refund and 'value="20"' in refund
+    assert '<option value="order_id" selected>summed per order_id</option>' in refund
+    assert 'name="delegate" value="billing" checked' in page
+    # a custom rule stays as JSON; saving the page unchanged changes nothing
+    made.approval_policies = {"issue_refund": {"approvers": 2, "escalate_after_minutes": 30}}
+    made.save()
+    page = admin.get(f"/agents/{made.pk}/").content.decode()
+    refund = page.split('id="tool-row-issue_refund"')[1].split("</tr>")[0]
+    assert '<option value="custom" selected>' in refund and "escalate_after_minutes" in refund
+
+
+def test_a_row_refused_says_so_in_its_row_and_at_the_top(admin: Client) -> None:
+    response = admin.post(
+        "/agents/new/",
+        rows(
+            tool_allowed=["issue_refund"],
+            **{
+                "policy__issue_refund": "amount",
+                "policy_argument__issue_refund": "amountx",
+                "policy_at_least__issue_refund": "20",
+            },
+        ),
+    )
+    assert response.status_code == 422
+    body = response.content.decode().replace("&#x27;", "'")
+    summary = body[body.index('id="form-errors"') : body.index('id="field-name"')]
+    assert 'href="#field-approval_policies"' in summary and "no argument 'amountx'" in summary
+    row = body.split('id="tool-row-issue_refund"')[1].split("</tr>")[0]
+    assert "has-error" in body.split('id="tool-row-issue_refund"')[1][:40]
+    assert "issue_refund has no argument 'amountx'" in row
+    assert '<option value="amountx" selected>amountx (not an argument)</option>' in row
+    # what was ticked and chosen is kept for the next try
+    assert 'value="issue_refund" id="allow-issue_refund" checked' in row
+    assert not AgentProfile.objects.filter(name="helper").exists()
+
+
+def test_an_amount_rule_without_its_amount_is_refused(admin: Client) -> None:
+    response = admin.post(
+        "/agents/new/",
+        rows(**{"policy__issue_refund": "amount", "policy_argument__issue_refund": "amount"}),
+    )
+    assert response.status_code == 422
+    assert "issue_refund: an amount rule needs its argument" in response.content.decode()
