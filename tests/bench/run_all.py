@@ -32,6 +32,7 @@ BENCHES = [
     ("observability costs (/metrics scrape, spans per step)", "bench_metrics.py", []),
     ("workbench isolation costs", "bench_workbench.py", []),
     ("approval channels: request -> mail/Slack, Slack click -> tool", "bench_channels.py", []),
+    ("ticket intake: signed webhook tickets/s, delivery -> auto-rule run", "bench_intake.py", []),
     ("MCP calls over a local @tool, stdio restarts", "bench_mcp.py", []),
 ]
 
