@@ -145,6 +145,10 @@ def test_run_pages_answer_only_for_ones_teams_runs(world: World, who: str) -> No
         compare = client.get(f"/runs/compare/?a={run.pk}&b={other.pk}").status_code
         if key not in SEES_RUNS[who]:
             assert compare == 404, f"{who} compare {key}: {compare}"
+            # The page's own cancel button, on another team's run.
+            cancel = client.post(f"/runs/{run.pk}/cancel/").status_code
+            assert cancel == 404, f"{who} cancels {key} from its page: {cancel}"
+            assert not Run.objects.get(pk=run.pk).cancel_requested
     listing = client.get("/runs/").content.decode()
     for key, run in world.runs.items():
         if key not in SEES_RUNS[who]:
