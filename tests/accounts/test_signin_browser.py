@@ -16,6 +16,7 @@ from django.contrib.auth.models import User
 from tests.accounts.conftest import SSO, oidc_env
 from tests.browser.conftest import ARGS, CHROMIUM, SHOTS
 from tests.conftest import free_port, start_web
+from tests.fakes.oidc import IdP
 
 pytestmark = [
     pytest.mark.browser,
@@ -111,6 +112,31 @@ def test_a_tampered_answer_is_refused_with_a_page_that_says_why(sso: SSO, page: 
     assert refusal.get_attribute("data-what") == "state"
     assert "does not belong to a sign-in started in this browser" in refusal.inner_text()
     shot(page, "6-refused-state")
+    page.goto(f"{sso.web}/tickets/")
+    assert "/accounts/login/" in page.url  # not signed in
+    assert not User.objects.filter(username="alice").exists()
+
+
+@pytest.mark.parametrize(
+    ("mode", "what", "says"),
+    [
+        ("wrong_audience", "audience", "issued for another application"),
+        ("foreign_key", "signature", "signature does not verify"),
+    ],
+)
+def test_an_id_token_for_another_audience_or_key_is_refused_in_the_browser(
+    sso: SSO, fresh_idp: IdP, page: Any, mode: str, what: str, says: str
+) -> None:
+    fresh_idp.mode(mode)  # the provider's token endpoint answers with such a token
+    page.goto(f"{sso.web}/accounts/login/")
+    page.get_by_role("link", name="Sign in with Example Corp").click()
+    page.wait_for_url(re.compile(r"^http://localhost:\d+/interaction/"))
+    sign_in_at_the_provider(page, "alice")
+    page.wait_for_url(re.compile(r".*/oidc/callback/"))
+    refusal = page.locator("#signin-refused")
+    assert refusal.get_attribute("data-what") == what
+    assert says in refusal.inner_text()
+    shot(page, f"9-refused-{what}")
     page.goto(f"{sso.web}/tickets/")
     assert "/accounts/login/" in page.url  # not signed in
     assert not User.objects.filter(username="alice").exists()
