@@ -25,6 +25,7 @@ from django.conf import settings
 
 from agentweb.env import redis_urls
 from agentweb.runs.hooks import StoredStep
+from agentweb.runtime import events as ev
 
 if TYPE_CHECKING:
     import redis
@@ -191,26 +192,28 @@ class _Batch:
 def record(step: StoredStep) -> None:
     """Count what a stored batch of events says."""
     batch = _Batch()
-    for kind, data in step.events:
-        if kind == "model_called":
-            model = data.get("model") or step.model
-            tokens = data.get("tokens") or {}
-            batch.inc("agentweb_tokens_total", [model, "input"], int(tokens.get("input") or 0))
-            batch.inc("agentweb_tokens_total", [model, "output"], int(tokens.get("output") or 0))
-            if data.get("cost_usd"):
-                batch.inc_float("agentweb_cost_usd_total", [model], float(data["cost_usd"]))
-            seconds = float(data.get("latency_ms") or 0) / 1000
-            batch.observe("agentweb_model_call_duration_seconds", [model], seconds)
-        elif kind == "tool_call_finished" and not data.get("reused"):
-            tool = data.get("tool")
-            seconds = float(data.get("duration_ms") or 0) / 1000
-            batch.observe("agentweb_tool_call_duration_seconds", [tool], seconds)
-            if not data.get("ok"):
-                batch.inc("agentweb_tool_errors_total", [tool])
-        elif kind == "run_started":
-            batch.inc("agentweb_runs_started_total", [step.agent()])
-        elif kind == "run_failed" and data.get("budget"):
-            batch.inc("agentweb_budget_exhausted_total", [data["budget"]])
+    for event in step.typed_events():
+        match event:
+            case ev.ModelCalled(tokens=tokens):
+                model = event.model or step.model
+                tokens = tokens or {}
+                batch.inc("agentweb_tokens_total", [model, "input"], int(tokens.get("input") or 0))
+                batch.inc(
+                    "agentweb_tokens_total", [model, "output"], int(tokens.get("output") or 0)
+                )
+                if event.cost:
+                    batch.inc_float("agentweb_cost_usd_total", [model], float(event.cost))
+                seconds = float(event.latency_ms or 0) / 1000
+                batch.observe("agentweb_model_call_duration_seconds", [model], seconds)
+            case ev.ToolCallFinished(reused=False, tool=tool):
+                seconds = float(event.duration_ms or 0) / 1000
+                batch.observe("agentweb_tool_call_duration_seconds", [tool], seconds)
+                if not event.ok:
+                    batch.inc("agentweb_tool_errors_total", [tool])
+            case ev.RunStarted():
+                batch.inc("agentweb_runs_started_total", [step.agent()])
+            case ev.RunFailed(budget=budget) if budget:
+                batch.inc("agentweb_budget_exhausted_total", [budget])
     for requested, decided in step.approval_times().values():
         end = decided.timestamp() if decided else step.stored_ns / 1e9
         batch.observe("agentweb_approval_wait_seconds", [], end - requested.timestamp())

@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Iterable
-from typing import Any, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
 from django.conf import settings
 from django.db import transaction
@@ -160,34 +160,26 @@ def create_child(parent_id: int, agent_name: str, task: str, call_id: str) -> Ru
     return child
 
 
-def announce_children(run: Run, events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def announce_children(run: Run, events: list[ev.Event]) -> list[ev.Event]:
     """In the step's transaction: a ``subtask_started`` event after each successful
     ``delegate_task`` call (the child itself was enqueued when it was created)."""
-    ids = [
-        e["data"]["result"]["task_id"]
-        for e in events
-        if e["type"] == "tool_call_finished"
-        and e["data"].get("tool") == DELEGATE
-        and e["data"].get("ok")
-        and isinstance(e["data"].get("result"), dict)
-    ]
+    delegated = [e for e in events if isinstance(e, ev.ToolCallFinished) and e.tool == DELEGATE]
+    ids = [e.result["task_id"] for e in delegated if e.ok and isinstance(e.result, dict)]
     if not ids:
         return events
     children = {r.pk: r for r in Run.objects.filter(parent=run, pk__in=ids).select_related("agent")}
-    out: list[dict[str, Any]] = []
+    out: list[ev.Event] = []
     for event in events:
         out.append(event)
-        if event["type"] != "tool_call_finished" or event["data"].get("tool") != DELEGATE:
+        if not isinstance(event, ev.ToolCallFinished) or event.tool != DELEGATE:
             continue
-        result = event["data"].get("result")
+        result = event.result
         task_id = result.get("task_id") if isinstance(result, dict) else None
         child = children.get(task_id) if isinstance(task_id, int) else None
         if child is None:
             continue
-        out.append(
-            ev.subtask_started(task_id=child.pk, agent=child.agent.name, task=child.task).to_json()
-        )
-        if child.status == Run.Status.QUEUED and (run.attempts > 1 or event["data"].get("reused")):
+        out.append(ev.SubtaskStarted(task_id=child.pk, agent=child.agent.name, task=child.task))
+        if child.status == Run.Status.QUEUED and (run.attempts > 1 or event.reused):
             # Made by a worker that died: its message may sit unacknowledged with that
             # worker's broker connection; send another (a repeated claim is a no-op).
             queue.enqueue_on_commit(child.pk)

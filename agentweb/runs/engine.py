@@ -10,6 +10,7 @@ here waits for a person.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import os
@@ -281,8 +282,10 @@ def _drive(run_id: int, owner: str, held: _Held) -> str:
         if decisions:
             # The decision's event was stored when the person decided (with who and why);
             # the runtime's own copy of it is not stored twice.
-            events = [e for e in agent.decide(state, decisions) if e.type != ev.APPROVAL_DECIDED]
-            _persist(run, owner, state, [e.to_json() for e in events], None, journal)
+            events = [
+                e for e in agent.decide(state, decisions) if not isinstance(e, ev.ApprovalDecided)
+            ]
+            _persist(run, owner, state, events, None, journal)
     while True:
         if held.lost.is_set():
             raise LeaseLost
@@ -293,16 +296,11 @@ def _drive(run_id: int, owner: str, held: _Held) -> str:
         step = agent.step(state, on_delta=deltas, tool_context=context, cancel=held.cancel.is_set)
         ended_ns = time.time_ns()  # the end of the step's spans
         outcome = step.outcome
-        stored = [e.to_json() for e in step.events]
-        calls = [
-            c["name"]
-            for e in stored
-            if e["type"] == "model_called"
-            for c in e["data"]["tool_calls"]
-        ]
-        if any(e["type"] == "model_called" for e in stored):
+        replies = [e for e in step.events if isinstance(e, ev.ModelCalled)]
+        calls = [c["name"] for e in replies for c in e.tool_calls]
+        if replies:
             crash_point("reply_received", calls)
-        status = _persist(run, owner, state, stored, outcome, journal, step_ended_ns=ended_ns)
+        status = _persist(run, owner, state, step.events, outcome, journal, step_ended_ns=ended_ns)
         if calls:
             crash_point("reply_stored", calls)
         if outcome is not None:
@@ -406,19 +404,19 @@ def _persist(
     run: Run,
     owner: str,
     state: LoopState,
-    events: Iterable[dict[str, Any]],
+    events: Iterable[ev.Event],
     outcome: Any,
     journal: DbJournal,
     step_ended_ns: int | None = None,
 ) -> str:
-    """Store one step: events, loop state, usage and the outcome, if ours still."""
-    events = list(events)
-    for event in events:
-        if event["type"] == "model_called":
-            data = event["data"]
-            data["cost_usd"] = cost_usd(
-                str(data.get("model") or run.model), data.get("tokens") or {}
-            )
+    """Store one step: events, loop state, usage and the outcome, if ours still. A model
+    call's event is stored with what it cost."""
+    events = [
+        dataclasses.replace(e, cost_usd=cost_usd(str(e.model or run.model), e.tokens or {}))
+        if isinstance(e, ev.ModelCalled)
+        else e
+        for e in events
+    ]
     with transaction.atomic():
         if outcome is None and not settings.AGENTWEB_SYNC_STEPS:
             _without_flush_wait()
@@ -430,13 +428,13 @@ def _persist(
         events = delegation.announce_children(run, events)
         renewed = timezone.now() + lifecycle.lease()
         update: dict[str, Any] = {"state": state.to_json(), "lease_expires_at": renewed}
-        if any(e["type"] == "model_called" for e in events):
+        if any(isinstance(e, ev.ModelCalled) for e in events):
             update["usage"] = add_usage(locked.usage, events)
         if isinstance(outcome, Cancelled):
             _set(run, update)
             # The step's own events (a model reply that came in) are kept; the run's
             # cancellation is told once, by the life cycle as it closes the run.
-            kept = [e for e in events if e["type"] != "run_cancelled"]
+            kept = [e.to_json() for e in events if not isinstance(e, ev.RunCancelled)]
             store.append_events(run, kept, step_ended_ns=step_ended_ns)
             Run.objects.filter(pk=run.pk).update(**update)
             lifecycle.finish_cancelled(run, by="request")
@@ -446,29 +444,33 @@ def _persist(
             # A step that leaves the run running does not tell the lists its status again.
             changed = run.status != Run.Status.RUNNING
             store.append_events(
-                run, events, save_seq=False, status_changed=changed, step_ended_ns=step_ended_ns
+                run,
+                [e.to_json() for e in events],
+                save_seq=False,
+                status_changed=changed,
+                step_ended_ns=step_ended_ns,
             )
             Run.objects.filter(pk=run.pk).update(last_seq=run.last_seq, **update)
             if run.status in Run.FINAL:
                 lifecycle.ended(run)
         crash_point(
             "step_committing",
-            [e["data"].get("tool", "") for e in events if e["type"] == "tool_call_finished"],
+            [e.tool for e in events if isinstance(e, ev.ToolCallFinished)],
         )
         return run.status
 
 
-def add_usage(current: Mapping[str, Any], events: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+def add_usage(current: Mapping[str, Any], events: Iterable[ev.Event]) -> dict[str, Any]:
     """The run's usage after the model calls among ``events``."""
     usage = dict(current or {})
     for event in events:
-        if event["type"] != "model_called":
+        if not isinstance(event, ev.ModelCalled):
             continue
-        tokens = event["data"].get("tokens") or {}
+        tokens = event.tokens or {}
         usage["input_tokens"] = int(usage.get("input_tokens", 0)) + int(tokens.get("input", 0))
         usage["output_tokens"] = int(usage.get("output_tokens", 0)) + int(tokens.get("output", 0))
         usage["model_calls"] = int(usage.get("model_calls", 0)) + 1
-        cost = float(usage.get("cost_usd", 0)) + float(event["data"].get("cost_usd") or 0)
+        cost = float(usage.get("cost_usd", 0)) + float(event.cost or 0)
         usage["cost_usd"] = round(cost, 6)
     return usage
 

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from agentweb.runtime import events as ev
+
 log = logging.getLogger(__name__)
 
 FINAL_EVENTS = {"run_finished": "succeeded", "run_failed": "failed", "run_cancelled": "cancelled"}
@@ -57,6 +59,19 @@ class StoredStep:
     state: Any = None  # the loop state after the step
     facts: StepFacts | None = None
     _approvals: dict[str, tuple[datetime, datetime | None]] | None = None
+    _typed: list[ev.Event] | None = None
+
+    def typed_events(self) -> list[ev.Event]:
+        """The batch's events as the runtime's classes (``events.parse``), once; one that
+        does not fit its type is left out (and logged), never an error for the run."""
+        if self._typed is None:
+            self._typed = []
+            for kind, data in self.events:
+                try:
+                    self._typed.append(ev.parse(kind, data))
+                except ev.EventShapeError as exc:
+                    log.warning("run %s: a stored event does not fit: %s", self.run_id, exc)
+        return self._typed
 
     def agent(self) -> str:
         if self.agent_name is None:

@@ -136,7 +136,7 @@ def claim(run_id: int, owner: str) -> bool:
 # --- a step's outcome ---------------------------------------------------------------------
 
 
-def outcome_fields(run: Run, outcome: Any, events: list[dict[str, Any]]) -> dict[str, Any]:
+def outcome_fields(run: Run, outcome: Any, events: list[ev.Event]) -> dict[str, Any]:
     """The run's row fields for what a step ended with (inside the step's locked
     transaction; the engine writes them with the step's own UPDATE, then calls ``ended``
     for a final status). A pause for approval opens the approvals and adds their
@@ -156,8 +156,8 @@ def outcome_fields(run: Run, outcome: Any, events: list[dict[str, Any]]) -> dict
     return {}
 
 
-def _open_approvals(run: Run, outcome: NeedsApproval, events: list[dict[str, Any]]) -> None:
-    announced = {e["data"].get("call_id") for e in events if e["type"] == ev.APPROVAL_REQUESTED}
+def _open_approvals(run: Run, outcome: NeedsApproval, events: list[ev.Event]) -> None:
+    announced = {e.call_id for e in events if isinstance(e, ev.ApprovalRequested)}
     expires = approval_expiry()
     for pending in outcome.calls:
         approval, created = Approval.objects.get_or_create(
@@ -198,7 +198,7 @@ def _open_approvals(run: Run, outcome: NeedsApproval, events: list[dict[str, Any
                 risk=pending.risk,
                 reason=pending.reason or "",
             )
-            events.append(requested.to_json())
+            events.append(requested)
         if created:
             store.audit(
                 "approval_requested",

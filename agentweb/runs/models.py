@@ -16,6 +16,7 @@ from django.db import models
 from agentweb.observability.ids import new_span_id, new_trace_id, tool_span_id
 from agentweb.runs import profile_rules
 from agentweb.runs.toolset import risk_of
+from agentweb.runtime import events as ev
 from agentweb.teams.scope import scope_for
 
 
@@ -377,6 +378,11 @@ class RunEvent(models.Model):
 
     def as_json(self) -> dict[str, Any]:
         return {"seq": self.seq, "type": self.type, "at": self.at.isoformat(), "data": self.data}
+
+    def as_event(self) -> ev.Event:
+        """The runtime's typed event this row stores (``events.parse``); raises
+        ``events.EventShapeError`` when its data does not fit its type."""
+        return ev.parse(self.type, self.data)
 
 
 class RunImage(models.Model):
