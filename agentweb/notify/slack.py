@@ -30,6 +30,9 @@ class Ignored(Exception):
     """An interaction that is not ours to answer (another app's button, a view closed)."""
 
 
+_WORDS = {2: "two", 3: "three", 4: "four", 5: "five"}
+
+
 def _respond(response_url: str, payload: dict[str, Any], approval_id: int | None) -> None:
     if not response_url.startswith(("https://", "http://")):
         log.warning("Slack interaction without a usable response_url; answer dropped")
@@ -98,7 +101,9 @@ def handle_interaction(payload: dict[str, Any]) -> str:
     card = approval_card(decided, needed=needed, given=given)
     who = user.get_username()
     if decided.status == Approval.Status.PENDING:  # a quorum still gathering
-        outcome = f"approved by {who} ({given} of {needed}), one more person needed"
+        more = needed - given
+        people = "one more person" if more == 1 else f"{_WORDS.get(more, more)} more people"
+        outcome = f"approved by {who} ({given} of {needed}), {people} needed"
         digest_now = arguments_hash(decided.proposal)
         buttons = slack_request(card, digest_now, "requested")["blocks"][-1]
         _respond(response_url, slack_decided(card, outcome, keep_buttons=buttons), approval_id)
