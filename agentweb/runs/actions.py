@@ -50,7 +50,10 @@ def do_create_run(
     task: str,
     agent_name: str | None = None,
     ticket_id: int | None = None,
+    mode: str = Run.Mode.NORMAL,
 ) -> Run:
+    """A new queued run. ``mode`` "dry": its medium/high-risk calls never execute; it is
+    not counted as the ticket's active run (DESIGN §14)."""
     allowed, why = may_start_run(user)
     if not allowed:
         raise NotAllowed(why)
@@ -71,8 +74,10 @@ def do_create_run(
             raise NotFound(f"no ticket {ticket_id}")
         if not task:
             task = ticket.as_task()
+    if mode not in Run.Mode.values:
+        raise ActionError(f"unknown mode {mode!r}; one of {', '.join(Run.Mode.values)}")
     with transaction.atomic():
-        if ticket is not None:
+        if ticket is not None and mode != Run.Mode.DRY:
             # One active run per ticket: the ticket's row lock orders simultaneous starts.
             Ticket.objects.select_for_update().filter(pk=ticket.pk).first()
             active = active_run_for_ticket(ticket.pk)
@@ -86,6 +91,7 @@ def do_create_run(
             task=task,
             agent=agent,
             agent_version=versions.current(agent).n,
+            mode=mode,
             model=agent.model or settings.AGENTWEB_MODEL,
             ticket=ticket,
             created_by=user,
@@ -95,8 +101,8 @@ def do_create_run(
 
 def active_run_for_ticket(ticket_id: int) -> int | None:
     """The ticket's queued, running or waiting top-level run, if any (sub-runs it
-    delegated to do not count)."""
-    runs = Run.objects.filter(ticket_id=ticket_id, status__in=Run.ACTIVE)
+    delegated to and dry runs do not count)."""
+    runs = Run.objects.filter(ticket_id=ticket_id, status__in=Run.ACTIVE).exclude(mode=Run.Mode.DRY)
     if any(f.name == "parent" for f in Run._meta.get_fields()):
         runs = runs.filter(**{"parent__isnull": True})
     return runs.order_by("-created_at").values_list("pk", flat=True).first()

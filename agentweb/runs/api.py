@@ -142,7 +142,11 @@ def runs(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         start = StartRun.parse(_body(request))
         run = actions.do_create_run(
-            user=_user(request), task=start.task, agent_name=start.agent, ticket_id=start.ticket
+            user=_user(request),
+            task=start.task,
+            agent_name=start.agent,
+            ticket_id=start.ticket,
+            mode=start.mode,
         )
         run = Run.objects.select_related("agent", "created_by").get(pk=run.pk)
         return JsonResponse(run.as_json(), status=201)

@@ -62,11 +62,17 @@ class StartRun(Input):
     task: str = ""
     agent: str | None = None
     ticket: int | None = None
+    mode: Literal["normal", "dry"] = Field(
+        "normal",
+        description="dry: medium/high-risk tools never execute (each call is recorded with "
+        "what it would have done), no approval is asked; not counted as the ticket's run",
+    )
 
     refusals: ClassVar[dict[str, tuple[type[ActionError], str]]] = {
         "task": (ActionError, "task must be a string"),
         "agent": (ActionError, "agent must be a string"),
         "ticket": (ActionError, "ticket must be an integer id"),
+        "mode": (ActionError, "mode must be 'normal' or 'dry'"),
     }
 
     @model_validator(mode="after")

@@ -12,7 +12,7 @@ from typing import Any
 
 from django.db.models import Q
 
-from agentweb.runs.models import Approval, GroupKeys, ToolExecution
+from agentweb.runs.models import Approval, GroupKeys, Run, ToolExecution
 from agentweb.runtime.approvals import group_key
 
 #: Executions that count: done, or possibly done (a crash mid-call).
@@ -35,7 +35,7 @@ def prior_total(tool: str, argument: str, sum_per: str, value: Any) -> float:
     """The total of ``argument`` over every earlier call of ``tool`` whose ``sum_per``
     argument is ``value``, in any run: executed (or possibly executed) ones, and ones
     pending or approved that have not run yet. Failed, rejected, expired and cancelled
-    calls do not count."""
+    calls do not count, nor anything of a dry run."""
     # "A1006", "a1006" and " A1006 " are one order to a tool that normalises its ids, so
     # they are one group here too: narrowed in SQL through the indexed GroupKeys (the
     # group's key, or "*" for values SQL cannot normalise), compared in Python.
@@ -45,6 +45,7 @@ def prior_total(tool: str, argument: str, sum_per: str, value: Any) -> float:
     executions = (
         ToolExecution.objects.alias(keys=GroupKeys("arguments"))
         .filter(_near("keys", sum_per, wanted), tool=tool)
+        .exclude(run__mode=Run.Mode.DRY)  # a dry run's calls move nothing (DESIGN §14)
         .order_by()
     )
     for run_id, call_id, status, arguments in executions.values_list(
@@ -58,6 +59,7 @@ def prior_total(tool: str, argument: str, sum_per: str, value: Any) -> float:
     approvals = (
         Approval.objects.alias(asked=GroupKeys("arguments"), edited=GroupKeys("edited_arguments"))
         .filter(tool=tool, status__in=[Approval.Status.PENDING, Approval.Status.APPROVED])
+        .exclude(run__mode=Run.Mode.DRY)
         .filter(_near("asked", sum_per, wanted) | _near("edited", sum_per, wanted))
         .order_by()
     )

@@ -105,6 +105,7 @@ def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
         # run_started says what the model is not offered although the profile names it
         missing_tools=toolset.missing_tools(profile),
         agent_version=run.agent_version,  # the profile version it runs (DESIGN §14)
+        dry_run=run.mode == Run.Mode.DRY,  # medium/high-risk calls never execute
     )
     # Completion validator: only the one the profile names (none by default).
     validator = agents.load_validator(profile.validator) if profile.validator else None

@@ -31,6 +31,10 @@ class AgentConfig(BaseModel):
     # What ``run_started`` tells besides: the profile's version (None: the host keeps
     # none) and the tools the profile names that the host cannot offer.
     agent_version: int | None = None
+    # A dry run (DESIGN §14): no medium/high-risk call, and none a rule gives to a person,
+    # is executed or put to a person; each gets the result {"dry_run": true, "would_call":
+    # tool, "arguments": ...}. Low-risk calls run as always.
+    dry_run: bool = False
     missing_tools: list[str] = Field(default_factory=list)
     # Store in each ``model_called`` the messages and tool specs the call was sent
     # (``runtime.trace``; each message once per run).

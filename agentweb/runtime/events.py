@@ -246,6 +246,8 @@ class ToolCallStarted(_EventBase):
     # what the parser fixed in the arguments
     repaired: dict[str, Any] | None = field(default=None, metadata=IF_TRUE)
     reused: bool = field(default=False, metadata=IF_TRUE)  # the journal had the result already
+    dry: bool = field(default=False, metadata=IF_TRUE)  # a dry run's call: not executed
+    recorded: bool = field(default=False, metadata=IF_TRUE)  # a fork's source had the result
 
 
 @dataclass(slots=True, kw_only=True)
@@ -259,6 +261,10 @@ class ToolCallFinished(_EventBase):
     duration_ms: float
     truncated: bool = field(default=False, metadata=IF_TRUE)  # the model saw a cut version
     reused: bool = field(default=False, metadata=IF_TRUE)
+    # a dry run's medium/high-risk call, not executed: the result says what would be called
+    dry: bool = field(default=False, metadata=IF_TRUE)
+    # the result recorded for an equal call (same tool and arguments) of the run forked from
+    recorded: bool = field(default=False, metadata=IF_TRUE)
     # stored image references
     images: list[dict[str, Any]] | None = field(default=None, metadata=IF_TRUE)
     image_notes: list[str] | None = field(default=None, metadata=IF_TRUE)

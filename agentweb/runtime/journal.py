@@ -50,7 +50,11 @@ class Declined:
 
 
 class ExecutionJournal(Protocol):
-    """The durable record of side effects, keyed by call id."""
+    """The durable record of side effects, keyed by call id.
+
+    A journal may also have ``recorded(tool, arguments) -> PriorExecution | None``: the
+    result an earlier run recorded for an equal call, used instead of running it (a
+    fork of a run, DESIGN §14); the turn asks it before anything else."""
 
     def begin(
         self,

@@ -52,6 +52,8 @@ _REPEAT_REMINDER = (
     "or give your final answer."
 )
 _STOP = "stop"  # what ``_plan_call`` returns for a call that stops the run
+#: ``TurnCall.reason`` of a dry run's call that is not executed (``AgentConfig.dry_run``)
+DRY = "dry_run"
 
 
 class Turns:
@@ -121,7 +123,7 @@ class Turns:
         if call.raw_arguments is not None:
             parsed_args = parse_arguments(call.raw_arguments)
             if parsed_args.error is not None:
-                if item.risk in ("medium", "high"):
+                if item.risk in ("medium", "high") and not self.config.dry_run:
                     item.arguments = {}
                     item.ask("malformed_arguments")
                     return item, None
@@ -143,7 +145,9 @@ class Turns:
         override = self.config.risk_overrides.get(t.name)
         verdict = self.gate.verdict(t, item.arguments, item.risk, override, in_turn)
         item.policy_reason = verdict.reason
-        if verdict.person:
+        if self.config.dry_run and (verdict.person or item.risk in ("medium", "high")):
+            item.reason = DRY  # queued, never executed nor put to a person (``_execute``)
+        elif verdict.person:
             item.ask(verdict.code)
         return item, fp
 
@@ -200,11 +204,23 @@ class Turns:
         meanwhile (another run paid on the same group) it goes to a person instead."""
         runnable: list[tuple[TurnCall, Invocation]] = []
         held: dict[tuple[str, str], Any] = {}  # sent to a person here, counted nowhere yet
+        recorded = getattr(self.journal, "recorded", None)  # a fork's source's results
         for item in turn:
             if item.state != "queued":
                 continue
             t = self.tools.get(item.name)
             assert t is not None
+            known = recorded(t.name, item.arguments) if recorded is not None else None
+            if known is not None:
+                events.append(_started(item, recorded=True))
+                res = ToolResult(known.status == "succeeded", known.result, known.error, 0.0)
+                self._record(item, res, events, recorded=True)
+                continue
+            if item.reason == DRY:
+                events.append(_started(item, dry=True))
+                would = {"dry_run": True, "would_call": t.name, "arguments": item.arguments}
+                self._record(item, ToolResult(True, would, None, 0.0), events, dry=True)
+                continue
             admission = None
             if item.decision is None and item.call_id not in force:
                 admission = self._admission(t, item, held)
@@ -282,7 +298,13 @@ class Turns:
         return Admission(keys=(json.dumps(key),), check=check)
 
     def _record(
-        self, item: TurnCall, res: ToolResult, events: list[Event], reused: bool = False
+        self,
+        item: TurnCall,
+        res: ToolResult,
+        events: list[Event],
+        reused: bool = False,
+        dry: bool = False,
+        recorded: bool = False,
     ) -> None:
         max_chars = self.config.max_result_chars
         content = format_for_model(res.result, max_chars) if res.ok else res.error or "Error"
@@ -301,6 +323,8 @@ class Turns:
                 duration_ms=res.duration_ms,
                 truncated=res.ok and len(content) > max_chars > 0,
                 reused=reused,
+                dry=dry,
+                recorded=recorded,
                 images=images or None,
                 image_notes=notes or None,
             )
@@ -361,9 +385,13 @@ def _append_results(state: LoopState, turn: list[TurnCall]) -> None:
         )
 
 
-def _started(item: TurnCall, reused: bool = False) -> Event:
+def _started(
+    item: TurnCall, reused: bool = False, dry: bool = False, recorded: bool = False
+) -> Event:
     approval: dict[str, str] | None = None
-    if item.decision == "approved":
+    if dry or recorded:
+        pass  # nothing is executed: nobody and no rule let it run
+    elif item.decision == "approved":
         approval = {"by": "person"}
     elif item.risk in ("medium", "high") or item.reason == "policy":
         approval = {"by": "policy", "reason": item.policy_reason or "no rule asks"}
@@ -375,6 +403,8 @@ def _started(item: TurnCall, reused: bool = False) -> Event:
         approval=approval,
         repaired=item.repaired or None,
         reused=reused,
+        dry=dry,
+        recorded=recorded,
     )
 
 

@@ -19,11 +19,13 @@ def with_thread(qs: QuerySet[Ticket]) -> QuerySet[Ticket]:
 
 
 def active_runs(tickets: Sequence[Ticket]) -> dict[int, int]:
-    """ticket id -> its queued, running or waiting top-level run (one query)."""
+    """ticket id -> its queued, running or waiting top-level run (one query; dry runs
+    are not the ticket's run)."""
     rows = (
         Run.objects.filter(
             ticket__in=[t.pk for t in tickets], status__in=Run.ACTIVE, parent__isnull=True
         )
+        .exclude(mode=Run.Mode.DRY)
         .order_by("ticket_id", "-created_at")
         .values_list("ticket_id", "pk")
     )

@@ -447,3 +447,8 @@ class AgentProfileForm(forms.Form):
                 self.profile = None if refused else profile
                 break
         return cleaned
+
+
+def start_mode(request: Any) -> str:
+    """A start form's "Dry run" (DESIGN §14): medium/high-risk tools are not executed."""
+    return "dry" if request.POST.get("mode") == "dry" else "normal"

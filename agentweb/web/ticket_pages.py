@@ -27,7 +27,7 @@ from agentweb.tickets.context import domain_context
 from agentweb.tickets.models import Message, Ticket
 from agentweb.tickets.serialize import with_thread
 from agentweb.web import outcome
-from agentweb.web.forms import TaskForm
+from agentweb.web.forms import TaskForm, start_mode
 
 TICKETS_PER_PAGE = 20
 ANY = "all"  # the status tab that shows every status
@@ -84,7 +84,10 @@ def tickets(request: Request) -> HttpResponse:
             "runs": runs_by_ticket.get(t.pk, [])[:3],
             "context": context.get(t.pk, []),
             # one active run per ticket: the card links to it instead of starting another
-            "active": next((r for r in runs_by_ticket.get(t.pk, []) if r.is_active), None),
+            # (a dry run is not the ticket's run: DESIGN §14)
+            "active": next(
+                (r for r in runs_by_ticket.get(t.pk, []) if r.is_active and not r.is_dry), None
+            ),
         }
         for t in ticket_list
     ]
@@ -145,7 +148,7 @@ def ticket_detail(request: Request, ticket_id: int) -> HttpResponse:
         .select_related("agent", "created_by")
         .order_by("-created_at")[:50]
     )
-    active = next((r for r in runs if r.is_active and r.parent_id is None), None)
+    active = next((r for r in runs if r.is_active and r.parent_id is None and not r.is_dry), None)
     profiles = startable_profiles(request.user)
     suggested = [name for name in intake.suggested_agents(ticket) if name in profiles]
     default = next(iter(suggested), actions.DEFAULT_AGENT)
@@ -173,7 +176,11 @@ def ticket_run(request: Request, ticket_id: int) -> HttpResponse:
     back = request.POST.get("from") == "ticket"
     try:
         run = actions.do_create_run(
-            user=request.user, task="", agent_name=agent, ticket_id=ticket_id
+            user=request.user,
+            task="",
+            agent_name=agent,
+            ticket_id=ticket_id,
+            mode=start_mode(request),
         )
     except TicketBusy as exc:  # one active run per ticket: go to that one
         messages.info(request, exc.message)

@@ -38,6 +38,7 @@ from agentweb.web.forms import (
     RunSearchForm,
     TaskForm,
     profile_initial,
+    start_mode,
 )
 
 
@@ -90,6 +91,7 @@ def run_new(request: Request) -> HttpResponse:
             user=request.user,
             task=form.cleaned_data["task"],
             agent_name=form.cleaned_data.get("agent") or None,
+            mode=start_mode(request),
         )
     except actions.ActionError as exc:
         messages.error(request, exc.message)

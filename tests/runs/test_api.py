@@ -116,7 +116,7 @@ def test_a_ticket_alone_starts_a_run_as_the_document_says(people, enqueued) -> N
     body = Client().get("/api/openapi.json").json()["paths"]["/api/runs"]["post"]["requestBody"]
     schema = body["content"]["application/json"]["schema"]
     assert "required" not in schema and {"required": ["ticket"]} in schema["anyOf"]
-    assert set(schema["properties"]) == {"task", "agent", "ticket"}
+    assert set(schema["properties"]) == {"task", "agent", "ticket", "mode"}
     response = post(bearer(people["operator"]), "/api/runs", {"ticket": ticket.pk})
     assert response.status_code == 201, response.json()
     assert response.json()["task"].startswith(f"Handle ticket #{ticket.pk}: Late")

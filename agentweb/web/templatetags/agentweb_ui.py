@@ -256,6 +256,29 @@ def run_badge(
     state = _outcome.run_state(str(getattr(run, "status", "") or ""), outcomes)
     prefix = f"#{getattr(run, 'pk', '')} " if numbered else ""
     tag = "a" if href else "span"
+    badge = _status_badge(run, state, prefix, tag, href, extra, dom_id)
+    dry = dry_badge(run)  # '' (not safe) for a normal run: nothing to add
+    return badge + dry if dry else badge
+
+
+#: Beside every status badge of a dry run (DESIGN §14): nothing it would do was done.
+_DRY_HINT = (
+    "a dry run: medium- and high-risk tools were not executed; each call is recorded with "
+    "what it would have done"
+)
+
+
+@register.simple_tag
+def dry_badge(run: Any) -> str:
+    """The "dry run" label of a dry run ('' for any other)."""
+    if getattr(run, "mode", "") != "dry":
+        return ""
+    return format_html(' <span class="badge dry" title="{}">dry run</span>', _DRY_HINT)
+
+
+def _status_badge(
+    run: Any, state: Any, prefix: str, tag: str, href: str, extra: str, dom_id: str
+) -> str:
     return format_html(
         '<{}{}{} class="badge status-{}{}" data-run-status="{}"{}{}>{}{}</{}>',
         tag,
