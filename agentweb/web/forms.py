@@ -346,20 +346,31 @@ class AgentProfileForm(forms.Form):
             return super().changed_data
         return [n for n in PROFILE_FORM_FIELDS if stored[n] != getattr(self.profile, n)]
 
+    def _initial_json(self, name: str, kind: type) -> Any:
+        """The stored (or cloned) value of a JSON field the rows show: the profile's own,
+        else the form's initial JSON text (a clone's, a new profile's defaults)."""
+        value = getattr(self.edited, name, None) if self.edited is not None else None
+        if value is None:
+            text = self.initial.get(name)
+            try:
+                value = json.loads(text) if isinstance(text, str) and text else text
+            except ValueError:
+                value = None
+        return value if isinstance(value, kind) else kind()
+
     def tool_rows(self) -> list[dict[str, Any]]:
         """One row per tool the page offers: every registered tool, each named by the
         profile that is not (loaded no more), and each MCP server's ``<server>__*``."""
-        stored = self.edited
         if self.is_bound and "allowed_tools" in self.picked:
             get = lambda key: str(self.data.get(key, ""))  # noqa: E731
             allowed = set(self._list("tool_allowed"))
             posted = {n: None for n in self._list("tool_row")}
         else:
             get = None
-            allowed = set(stored.allowed_tools or ()) if stored is not None else set()
+            allowed = {str(n) for n in self._initial_json("allowed_tools", list)}
             posted = {}
-        overrides = (stored.risk_overrides if stored is not None else None) or {}
-        policies = (stored.approval_policies if stored is not None else None) or {}
+        overrides = self._initial_json("risk_overrides", dict)
+        policies = self._initial_json("approval_policies", dict)
         registry = toolset.registry()
         names: dict[str, None] = {t.name: None for t in sorted(registry, key=lambda t: t.name)}
         for extra in (*posted, *sorted(allowed), *overrides, *policies):
@@ -408,7 +419,7 @@ class AgentProfileForm(forms.Form):
         if self.is_bound and "delegates" in self.picked:
             chosen = set(self._list("delegate"))
         else:
-            chosen = set((self.edited.delegates if self.edited is not None else None) or ())
+            chosen = {str(n) for n in self._initial_json("delegates", list)}
         names = AgentProfile.objects.order_by("name").values_list("name", "description")
         own = self.edited.name if self.edited is not None else None
         out = [

@@ -72,6 +72,7 @@ def test_no_table_is_clipped(login: Any, demo: dict[str, Any], width: int) -> No
     admin.page.wait_for_selector("#new-token")
     for path in [
         "/agents/",
+        "/agents/new/",  # the tool rows
         "/runs/",
         "/approvals/",
         "/account/tokens/",

@@ -334,3 +334,22 @@ def test_an_amount_rule_without_its_amount_is_refused(admin: Client) -> None:
     )
     assert response.status_code == 422
     assert "issue_refund: an amount rule needs its argument" in response.content.decode()
+
+
+def test_a_clone_starts_with_the_rows_and_delegates_of_its_source(admin: Client) -> None:
+    AgentProfile.objects.create(name="billing", system_prompt="Bill.")
+    AgentProfile.objects.create(
+        name="helper",
+        system_prompt="Be brief.",
+        allowed_tools=["issue_refund"],
+        risk_overrides={"get_order": "medium"},
+        approval_policies={"issue_refund": {"argument": "amount", "at_least": 5}},
+        delegates=["billing"],
+    )
+    page = admin.get("/agents/new/?clone=helper").content.decode()
+    refund = page.split('id="tool-row-issue_refund"')[1].split("</tr>")[0]
+    assert 'id="allow-issue_refund" checked' in refund and 'value="5"' in refund
+    assert '<option value="amount" selected>' in refund
+    order = page.split('id="tool-row-get_order"')[1].split("</tr>")[0]
+    assert '<option value="medium" selected>' in order and "checked" not in order
+    assert 'name="delegate" value="billing" checked' in page
