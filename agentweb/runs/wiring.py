@@ -8,7 +8,7 @@ its image store, the totals of earlier calls).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.conf import settings
@@ -31,8 +31,10 @@ def render_prompt(template: str, variables: dict[str, str]) -> str:
     return _VAR.sub(lambda m: variables.get(m.group(1), m.group(0)), template)
 
 
-def prompt_variables(run: Run) -> dict[str, str]:
-    """A value for each of ``prompts.VARIABLES`` (a profile's prompt may use no other)."""
+def prompt_variables(run: Run, offered: Sequence[str]) -> dict[str, str]:
+    """A value for each of ``prompts.VARIABLES`` (a profile's prompt may use no other);
+    ``{{tools}}`` names the tools the run is ``offered``, not every tool this process
+    could offer (an MCP server's tools reach a profile only by name)."""
     ticket = run.ticket
     values = {
         "user": run.created_by.get_username(),
@@ -41,7 +43,7 @@ def prompt_variables(run: Run) -> dict[str, str]:
         "ticket_id": str(ticket.pk) if ticket else "",
         "customer": ticket.customer_label if ticket else "(unknown)",
         "customer_id": ticket.customer_id if ticket else "",
-        "tools": ", ".join(toolset.registry().names()),
+        "tools": ", ".join(offered),
     }
     assert tuple(values) == prompts.VARIABLES, "prompts.VARIABLES names what runs fill in"
     return values
@@ -90,7 +92,7 @@ def build_agent(run: Run, journal: DbJournal | None = None) -> Agent:
     if delegation_tools:
         tools = ToolRegistry([*tools, *delegation_tools])
     config = AgentConfig(
-        system_prompt=render_prompt(profile.system_prompt, prompt_variables(run)),
+        system_prompt=render_prompt(profile.system_prompt, prompt_variables(run, tools.names())),
         max_iterations=profile.max_iterations,
         allowed_tools=tools.names(),
         risk_overrides=dict(profile.risk_overrides or {}),

@@ -109,6 +109,33 @@ def test_a_profile_that_names_no_tools_gets_no_servers_tools(people: dict[str, A
     assert described and all("no MCP server's" in d for d in described), described
 
 
+@pytest.mark.parametrize("allowed", [[], ["crm__echo", "lookup"]], ids=["none-named", "named"])
+def test_the_prompts_tools_are_the_ones_the_run_is_offered(
+    people, scripted, enqueued, allowed: list[str]
+) -> None:
+    """``{{tools}}`` in a prompt ("Available tools: {{tools}}", as the seeded workbench
+    profile says) named every tool of the process, a server's too: the model was told of
+    tools it could not call (a profile that names none of them included)."""
+    with_tools("crm", [ECHO, WIPE])
+    profile = AgentProfile.objects.get(name="ticket-assistant")
+    profile.allowed_tools = allowed
+    profile.system_prompt = "Help. Available tools: {{tools}}."
+    profile.validator = ""
+    profile.save()
+    scripted.enqueue("Done.")
+    run = actions.do_create_run(user=people["operator"], task="help")
+    assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
+    [request] = scripted.requests
+    system = request.messages[0]
+    assert system.role == "system"
+    listed = system.content.split("Available tools: ", 1)[1].removesuffix(".").split(", ")
+    assert sorted(listed) == sorted(t.name for t in request.tools)
+    assert ("crm__echo" in listed) == ("crm__echo" in allowed)
+    assert "crm__wipe_all" not in listed
+    if not allowed:
+        assert sorted(listed) == sorted(toolset.module_tools().names())
+
+
 def test_the_profile_form_lists_the_servers_tools(people: dict[str, Any]) -> None:
     with_tools("crm", [ECHO, WIPE])
     client = Client()
