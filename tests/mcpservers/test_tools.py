@@ -96,8 +96,9 @@ def test_a_profile_that_names_no_tools_gets_no_servers_tools(people: dict[str, A
     # And what people read says so (it said "every registered tool", "all registered").
     client = Client()
     client.force_login(people["admin"])
-    says = "Empty: every tool of the AGENTWEB_TOOLS modules, no MCP server&#x27;s"
-    assert says in client.get("/agents/new/").content.decode()
+    form = client.get("/agents/new/").content.decode()
+    says = "none ticked: every tool of the <code>AGENTWEB_TOOLS</code> modules, none of an MCP"
+    assert says in form
     listing = client.get("/agents/").content.decode()
     assert "all module tools" in listing and "all registered" not in listing
     schema = client.get("/api/openapi.json").json()["components"]["schemas"]
