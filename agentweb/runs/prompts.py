@@ -44,24 +44,29 @@ def name_of(inner: str) -> str | None:
 
 
 def template_problem(template: str, allowed: frozenset[str] = frozenset()) -> str | None:
-    """What is wrong with ``template`` (an unclosed ``{{``, a name that is no variable),
-    or None. ``allowed``: names accepted besides ``VARIABLES`` (those a stored prompt
-    already has)."""
+    """What is wrong with ``template`` (each unclosed ``{{``, each name that is no
+    variable), or None. ``allowed``: names accepted besides ``VARIABLES`` (those a stored
+    prompt already has)."""
     known = set(VARIABLES) | allowed
+    problems: list[str] = []
+    unknown = False
     for at, inner in placeholders(template):
         line = _line(template, at)
         if inner is None:
             rest = template[at + 2 :]
             cut = min(i for i in (rest.find("\n"), rest.find(_OPEN), 18) if i >= 0)
-            snippet = _OPEN + rest[:cut]
-            return f"line {line}: {snippet!r} is not closed with }}}}"
+            problems.append(f"line {line}: {_OPEN + rest[:cut]!r} is not closed with }}}}")
+            continue
         name = name_of(inner)
         if name is None or name not in known:
-            return (
-                f"line {line}: {{{{{inner.strip()}}}}} is not a variable "
-                f"(variables: {', '.join('{{' + v + '}}' for v in VARIABLES)})"
-            )
-    return None
+            unknown = True
+            problems.append(f"line {line}: {{{{{inner.strip()}}}}} is not a variable")
+    if not problems:
+        return None
+    said = "; ".join(problems[:5]) + ("; ..." if len(problems) > 5 else "")
+    if unknown:
+        said += f" (variables: {', '.join('{{' + v + '}}' for v in VARIABLES)})"
+    return said
 
 
 def names_in(template: str) -> frozenset[str]:

@@ -158,7 +158,7 @@ def test_the_profile_form_picks_and_says_what_is_wrong_at_the_top(
     assert box is not None and box["y"] < page.viewport_size["height"], box
     text = summary.inner_text()
     assert "Not saved: 2 problems." in text, text
-    assert "{{usr}} is not a variable" in text or "is not closed" in text
+    assert "{{usr}} is not a variable" in text and "'{{ticket' is not closed" in text
     assert "must be from 1 to 200" in text
     admin.shot(f"profile-form-errors-{width}", full_page=False)
     summary.get_by_role("link", name="Max iterations").click()

@@ -138,6 +138,16 @@ def test_a_prompt_with_every_variable_and_a_known_policy_argument_are_saved(
     assert made.system_prompt == prompt and made.approval_policies["issue_refund"]["at_least"] == 20
 
 
+def test_every_problem_of_a_prompt_is_said_at_once() -> None:
+    from agentweb.runs.prompts import template_problem
+
+    said = template_problem("Hi {{usr}}.\nThe ticket: {{ticket\n")
+    assert said is not None and said.startswith(
+        "line 1: {{usr}} is not a variable; line 2: '{{ticket' is not closed with }}"
+    )
+    assert template_problem("{{ user }} {{ticket}}") is None
+
+
 def test_a_stored_prompt_keeps_a_name_it_already_had(admin: Client) -> None:
     # Stored before the check: saving it again (or `agents import` of its export) works.
     stored = AgentProfile.objects.create(name="helper", system_prompt="Hi {{usr}}.", validator="")
