@@ -54,7 +54,8 @@ def template_problem(template: str, allowed: frozenset[str] = frozenset()) -> st
         line = _line(template, at)
         if inner is None:
             rest = template[at + 2 :]
-            cut = min(i for i in (rest.find("\n"), rest.find(_OPEN), 18) if i >= 0)
+            ends = (rest.find("\n"), rest.find("\r"), rest.find(_OPEN), 18)  # forms post CRLF
+            cut = min(i for i in ends if i >= 0)
             problems.append(f"line {line}: {_OPEN + rest[:cut]!r} is not closed with }}}}")
             continue
         name = name_of(inner)

@@ -146,6 +146,8 @@ def test_every_problem_of_a_prompt_is_said_at_once() -> None:
         "line 1: {{usr}} is not a variable; line 2: '{{ticket' is not closed with }}"
     )
     assert template_problem("{{ user }} {{ticket}}") is None
+    crlf = template_problem("Hi.\r\nThe ticket: {{ticket\r\nBe brief.")  # as forms post
+    assert crlf == "line 2: '{{ticket' is not closed with }}"
 
 
 def test_a_stored_prompt_keeps_a_name_it_already_had(admin: Client) -> None:
