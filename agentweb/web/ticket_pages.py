@@ -78,9 +78,13 @@ def tickets(request: Request) -> HttpResponse:
         if run.ticket_id is not None:
             runs_by_ticket.setdefault(run.ticket_id, []).append(run)
     context = domain_context(ticket_list)
+    # The card's button starts what the intake rules suggest for the ticket, if anything.
+    profiles = set(startable_profiles(request.user))
+    rules = [r for r in intake.rules() if r.agent in profiles]
     rows = [
         {
             "ticket": t,
+            "suggested": next((r.agent for r in rules if r.matches(t.queue, list(t.tags))), None),
             "runs": runs_by_ticket.get(t.pk, [])[:3],
             "context": context.get(t.pk, []),
             # one active run per ticket: the card links to it instead of starting another

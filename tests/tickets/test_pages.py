@@ -314,3 +314,24 @@ def _cookie(user: User) -> str:
     client = Client()
     client.force_login(user)
     return f"sessionid={client.cookies['sessionid'].value}"
+
+
+def test_a_card_starts_what_the_rules_suggest_for_its_ticket(
+    people: dict[str, User], django_capture_on_commit_callbacks: Any
+) -> None:
+    AgentProfile.objects.get_or_create(name="triage", defaults={"system_prompt": "x"})
+    IntakeRule.objects.create(tag="vip", agent="triage", mode="suggest")
+    IntakeRule.objects.create(tag="vip", agent="no-such-profile", mode="suggest", position=0)
+    vip = make_ticket("Charged twice", "?")
+    Ticket.objects.filter(pk=vip.pk).update(tags=["vip"])
+    plain = make_ticket("Parcel", "?")
+    client = client_for(people["operator"])
+    html = client.get("/tickets/").content.decode()
+    card = html.split(f'id="ticket-{vip.pk}"', 1)[1].split("</li>", 1)[0]
+    assert '<input type="hidden" name="agent" value="triage">' in card
+    assert ">Start triage</button>" in card
+    other = html.split(f'id="ticket-{plain.pk}"', 1)[1].split("</li>", 1)[0]
+    assert ">Run assistant</button>" in other and 'name="agent"' not in other
+    with django_capture_on_commit_callbacks(execute=False):
+        client.post(f"/tickets/{vip.pk}/run/", {"agent": "triage"})
+    assert Run.objects.get(ticket=vip).agent.name == "triage"
