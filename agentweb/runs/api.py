@@ -6,6 +6,7 @@ Auth: ``Authorization: Bearer <token>`` or the browser session (with CSRF).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from functools import wraps
 from typing import Any
 
@@ -40,6 +41,10 @@ def error(
     return JsonResponse({"error": body, **(extra or {})}, status=status)
 
 
+#: How stale a token's ``last_used_at`` may be (the token page says "n minutes ago").
+TOKEN_USE_PRECISION = timedelta(minutes=1)
+
+
 def _token_user(request: HttpRequest) -> User | None:
     header = request.headers.get("Authorization", "")
     scheme, _, raw = header.partition(" ")
@@ -49,7 +54,10 @@ def _token_user(request: HttpRequest) -> User | None:
     found = token.first()
     if found is None or not found.user.is_active:
         return None
-    ApiToken.objects.filter(pk=found.pk).update(last_used_at=timezone.now())
+    now = timezone.now()
+    # "last used" is shown to the minute: one UPDATE a minute per token, not per request
+    if found.last_used_at is None or now - found.last_used_at >= TOKEN_USE_PRECISION:
+        ApiToken.objects.filter(pk=found.pk).update(last_used_at=now)
     return found.user
 
 

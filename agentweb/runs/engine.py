@@ -281,11 +281,15 @@ def _drive(run_id: int, owner: str, held: _Held) -> str:
         decisions = _decisions_for(run, state)
         if decisions:
             # The decision's event was stored when the person decided (with who and why);
-            # the runtime's own copy of it is not stored twice.
+            # the runtime's own copy of it is not stored twice. Nothing else to store: the
+            # state with the decisions applied is stored by the next step (a worker that
+            # dies before that reads the same decisions from the approvals again), so the
+            # approved call starts without a transaction of its own first.
             events = [
                 e for e in agent.decide(state, decisions) if not isinstance(e, ev.ApprovalDecided)
             ]
-            _persist(run, owner, state, events, None, journal)
+            if events:
+                _persist(run, owner, state, events, None, journal)
     while True:
         if held.lost.is_set():
             raise LeaseLost
@@ -418,9 +422,8 @@ def _persist(
         for e in events
     ]
     with transaction.atomic():
-        if outcome is None and not settings.AGENTWEB_SYNC_STEPS:
-            _without_flush_wait()
-        locked = _lock_run(run.pk)
+        quick = outcome is None and not settings.AGENTWEB_SYNC_STEPS
+        locked = _lock_run(run.pk, without_flush_wait=quick)
         if locked.lease_owner != owner or locked.status != Run.Status.RUNNING:
             raise LeaseLost
         run.last_seq, run.cancel_requested = locked.last_seq, locked.cancel_requested
@@ -488,34 +491,40 @@ class _Locked(NamedTuple):
     usage: dict[str, Any]
 
 
-def _lock_run(run_id: int) -> _Locked:
+_LOCK_RUN = (
+    "SELECT status, lease_owner, last_seq, cancel_requested, usage FROM runs_run "
+    "WHERE id = %s FOR UPDATE"
+)
+_NO_FLUSH_WAIT = "SET LOCAL synchronous_commit = off"
+
+
+def _lock_run(run_id: int, *, without_flush_wait: bool = False) -> _Locked:
     """The run's row, locked, as ``select_for_update().only(...).get()`` would read it; a
     statement of our own because building the ORM's query cost a step as much CPU time as
-    PostgreSQL took to answer it."""
+    PostgreSQL took to answer it.
+
+    ``without_flush_wait``: this transaction's commit does not wait for the WAL to reach
+    the disk. For a step in the middle of a run: a worker that dies loses nothing by it
+    (the commit is done in PostgreSQL), only a crash of PostgreSQL itself may lose the last
+    such steps (under a second), and the run is then redone from the last step on disk, as
+    after a worker's crash. Tool side effects stay exactly-once: a non-idempotent call's
+    journal row commits in a transaction of its own that waits for the flush, which also
+    flushes every earlier step. Endings, pauses and everything outside the step loop still
+    wait. The setting and the lock go in one round trip where the cursor binds parameters
+    on the client (Django's default), which allows two statements in one execute."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT status, lease_owner, last_seq, cancel_requested, usage FROM runs_run "
-            "WHERE id = %s FOR UPDATE",
-            [run_id],
-        )
+        if without_flush_wait and isinstance(cursor.cursor, psycopg.ClientCursor):
+            cursor.execute(f"{_NO_FLUSH_WAIT}; {_LOCK_RUN}", [run_id])
+            cursor.nextset()  # past the SET's empty result
+        else:
+            if without_flush_wait:
+                cursor.execute(_NO_FLUSH_WAIT)
+            cursor.execute(_LOCK_RUN, [run_id])
         row = cursor.fetchone()
     if row is None:
         raise Run.DoesNotExist(f"run {run_id} is gone")
     status, lease_owner, last_seq, cancel_requested, usage = row
     return _Locked(status, lease_owner, last_seq, cancel_requested, json.loads(usage or "{}"))
-
-
-def _without_flush_wait() -> None:
-    """This transaction's commit does not wait for the WAL to reach the disk.
-
-    For a step in the middle of a run: a worker that dies loses nothing by it (the commit
-    is done in PostgreSQL), only a crash of PostgreSQL itself may lose the last such steps
-    (under a second), and the run is then redone from the last step on disk, as after a
-    worker's crash. Tool side effects stay exactly-once: a non-idempotent call's journal
-    row commits in a transaction of its own that waits for the flush, which also flushes
-    every earlier step. Endings, pauses and everything outside the step loop still wait."""
-    with connection.cursor() as cursor:
-        cursor.execute("SET LOCAL synchronous_commit = off")
 
 
 class _DeltaPublisher:

@@ -36,7 +36,9 @@ import argparse
 import json
 import multiprocessing
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -170,6 +172,11 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=8, help="client threads posting runs")
     parser.add_argument("--approvals", type=int, default=40, help="approval rounds (0: none)")
     parser.add_argument("--json", metavar="PATH", help="write a JSON summary here")
+    parser.add_argument(
+        "--py-spy",
+        metavar="DIR",
+        help="sample web and worker through the burst with py-spy (on PATH) into DIR",
+    )
     args = parser.parse_args()
 
     model_url, model_proc, model_stop = start_model()
@@ -228,6 +235,7 @@ def main() -> int:
         orders: dict[int, str] = {}
         load_before = os.getloadavg()
         start_ticks = {name: cpu_ticks(p.proc.pid) or 0 for name, p in procs.items()}
+        spies = _spy(args.py_spy, procs) if args.py_spy else []
         sampler.start()
         started = time.monotonic()
 
@@ -248,6 +256,9 @@ def main() -> int:
         end_ticks = {name: cpu_ticks(p.proc.pid) or 0 for name, p in procs.items()}
         pg_ms, backends = sampler.stop()
         load_after = os.getloadavg()
+        for spy in spies:
+            spy.send_signal(signal.SIGINT)
+            spy.wait(60)
 
         cpu = {name: (end_ticks[name] - start_ticks[name]) * TICK_MS / len(ids) for name in procs}
         cpu["postgres"] = pg_ms / len(ids)
@@ -432,6 +443,20 @@ def check_runs(
         if calls != [("lookup", {"order_id": f"{order}-{k}"}) for k in range(3)]:
             problems["tools_out_of_order_or_mixed_up"] += 1
     return problems
+
+
+def _spy(where: str, procs: dict[str, Any]) -> list[subprocess.Popen[bytes]]:
+    """py-spy recording the web and worker processes (raw stacks, for flame graphs)."""
+    Path(where).mkdir(parents=True, exist_ok=True)
+    return [
+        subprocess.Popen(
+            ["py-spy", "record", "--nonblocking", "-r", "100", "-f", "raw", "-p"]
+            + [str(procs[name].proc.pid), "-o", str(Path(where) / f"{name}.txt")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for name in ("web", "worker")
+    ]
 
 
 def _wait_for_web(url: str, web: Any) -> None:

@@ -31,6 +31,28 @@ def test_it_needs_authentication(people) -> None:
     assert bad.status_code == 401
 
 
+def test_a_tokens_last_use_is_written_once_a_minute_not_per_request(people) -> None:
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    client = bearer(people["operator"])
+    token = ApiToken.objects.get(user=people["operator"])
+    assert token.last_used_at is None
+    assert client.get("/api/runs").status_code == 200
+    token.refresh_from_db()
+    first = token.last_used_at
+    assert first is not None
+    assert client.get("/api/runs").status_code == 200
+    token.refresh_from_db()
+    assert token.last_used_at == first  # within the minute: not written again
+    ApiToken.objects.filter(pk=token.pk).update(last_used_at=first - timedelta(minutes=2))
+    assert client.get("/api/runs").status_code == 200
+    token.refresh_from_db()
+    assert token.last_used_at is not None and token.last_used_at > first - timedelta(seconds=1)
+    assert token.last_used_at <= timezone.now()
+
+
 def test_it_creates_and_reads_a_run(people, scripted, enqueued) -> None:
     client = bearer(people["operator"])
     response = post(client, "/api/runs", {"task": "Where is order A1?"})
