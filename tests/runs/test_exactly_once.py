@@ -161,7 +161,7 @@ def test_reply_step_and_tool_step_are_stored_separately(people, scripted, enqueu
         run_: Run, owner: str, state: Any, events: Any, outcome: Any, journal: Any, **kw: Any
     ) -> str:
         events = list(events)
-        seen.append(([e["type"] for e in events], state.turn and [c.state for c in state.turn]))
+        seen.append(([e.type for e in events], state.turn and [c.state for c in state.turn]))
         return real(run_, owner, state, events, outcome, journal, **kw)
 
     engine._persist = spy  # type: ignore[assignment]
