@@ -359,3 +359,38 @@ def _untitled(value: Any) -> Any:
     if isinstance(value, list):
         return [_untitled(v) for v in value]
     return value
+
+
+class StrictInput(Input):
+    """A request body whose unknown keys are refused (422 naming them), not ignored."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+    @classmethod
+    def parse(cls, data: Mapping[str, Any]) -> Self:
+        unknown = sorted(str(k) for k in data if k not in cls.model_fields)
+        if unknown:
+            known = ", ".join(cls.model_fields)
+            raise InvalidArguments(f"unknown keys: {', '.join(unknown)}; known: {known}")
+        return super().parse(data)
+
+
+class ForkRun(StrictInput):
+    """Fork a run (DESIGN §14): a dry run from the source's conversation at ``at_seq``,
+    continued by another profile version or model."""
+
+    at_seq: int | None = Field(
+        None, description="the source's event to fork after (inclusive); default its last"
+    )
+    agent: str | None = Field(None, description="the profile that continues; default the source's")
+    version: int | None = Field(None, description="that profile's version; default its newest")
+    model: str | None = Field(
+        None, description="the model; default the version's, else the installation's AGENTWEB_MODEL"
+    )
+
+    refusals: ClassVar[dict[str, tuple[type[ActionError], str]]] = {
+        "at_seq": (InvalidArguments, "at_seq must be a whole number"),
+        "agent": (InvalidArguments, "agent must be a profile name"),
+        "version": (InvalidArguments, "version must be a whole number"),
+        "model": (InvalidArguments, "model must be a string"),
+    }

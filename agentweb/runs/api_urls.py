@@ -8,6 +8,7 @@ urlpatterns = [
     path("runs/<int:run_id>", api.run_detail, name="api-run"),
     path("runs/<int:run_id>/events", api.run_events, name="api-run-events"),
     path("runs/<int:run_id>/cancel", api.run_cancel, name="api-run-cancel"),
+    path("runs/<int:run_id>/fork", api_versions.run_fork, name="api-run-fork"),
     path("agents", api.agent_profiles, name="api-agents"),
     path("agents/<str:name>", api.agent_profile, name="api-agent"),
     path("agents/<str:name>/versions", api_versions.agent_versions, name="api-agent-versions"),

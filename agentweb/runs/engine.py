@@ -27,7 +27,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from agentweb import dbpool
-from agentweb.runs import delegation, lifecycle, publish, store, versions
+from agentweb.runs import delegation, forks, lifecycle, publish, store, versions
 from agentweb.runs.faults import crash_point
 from agentweb.runs.journal import DbJournal
 from agentweb.runs.models import Approval, Run, ToolExecution, arguments_hash
@@ -259,8 +259,17 @@ def _after_crash(run_id: int, owner: str, exc: Exception) -> str | None:
 
 
 def journal_for(run: Run) -> DbJournal:
-    """The run's record of tool executions, with the installation's tools and risks."""
-    return DbJournal(run, tool_of=registry().get, risk_of=lambda name: risk_of(name, run.agent))
+    """The run's record of tool executions, with the installation's tools and risks (a
+    fork's also knows what its source's calls returned)."""
+    tool_of = registry().get
+
+    def risk(name: str) -> str:
+        return risk_of(name, run.agent)
+
+    if run.forked_from_id is not None:
+        recorded = forks.recorded_results(run.forked_from_id)
+        return forks.ForkJournal(run, recorded, tool_of=tool_of, risk_of=risk)
+    return DbJournal(run, tool_of=tool_of, risk_of=risk)
 
 
 def _drive(run_id: int, owner: str, held: _Held) -> str:
@@ -274,7 +283,10 @@ def _drive(run_id: int, owner: str, held: _Held) -> str:
         call_id="", run_id=facts["run_id"], user=facts["user"], subject=facts["subject"]
     )
     if run.state is None:
-        state = agent.start(run.task, context=facts)
+        if run.forked_from_id is not None:  # the source's conversation up to the fork point
+            state = forks.start_state(run, agent, facts)
+        else:
+            state = agent.start(run.task, context=facts)
         _tell_what_earlier_runs_did(run, state)
     else:
         state = LoopState.from_json(run.state)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentweb.runs.api_input import ForkRun, request_schema
+
 
 def _ref(name: str) -> dict[str, str]:
     return {"$ref": f"#/components/schemas/{name}"}
@@ -93,5 +95,29 @@ PATHS: dict[str, Any] = {
                 "404": _error("No such agent profile or version"),
             },
         },
+    },
+    "/api/runs/{id}/fork": {
+        "post": {
+            "summary": "Fork a run: a dry run from its conversation at at_seq (inclusive), "
+            "continued by another profile version or model; a call equal to one the source "
+            'made gets its recorded result ("recorded": true)',
+            "parameters": [
+                {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}
+            ],
+            "requestBody": {
+                "required": False,
+                "content": {"application/json": {"schema": request_schema(ForkRun)}},
+            },
+            "responses": {
+                "201": _json(_ref("Run"), "Created: the fork (mode dry, forked_from)"),
+                "400": _error("Bad request"),
+                "401": _error("Not authenticated"),
+                "403": _error("May not start runs"),
+                "404": _error("No such run (or not one this user may see)"),
+                "422": _error(
+                    "Unknown keys, an at_seq past the end, an unknown agent, version or model"
+                ),
+            },
+        }
     },
 }

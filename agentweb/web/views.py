@@ -301,6 +301,15 @@ def replay(request: Request, run_id: int) -> HttpResponse:
     )
 
 
+def fork_point_of(left: Run, right: Run) -> int | None:
+    """The seq one run was forked from the other at (None: neither is the other's fork)."""
+    if right.forked_from_id == left.pk:
+        return right.forked_at_seq or 0
+    if left.forked_from_id == right.pk:
+        return left.forked_at_seq or 0
+    return None
+
+
 @login_required
 @require_GET
 def compare(request: Request) -> HttpResponse:
@@ -319,8 +328,14 @@ def compare(request: Request) -> HttpResponse:
     if _ID.fullmatch(a_id) and _ID.fullmatch(b_id):  # not str.isdigit: "²".isdigit()
         left = _run_or_404(request, int(a_id))
         right = _run_or_404(request, int(b_id))
-        left_steps = timeline.steps_for(RunEvent.objects.filter(run=left), model=left.model)
-        right_steps = timeline.steps_for(RunEvent.objects.filter(run=right), model=right.model)
+        # A fork beside its source: both from the fork point on (the events before it are
+        # the same, copied).
+        fork_at = fork_point_of(left, right)
+        after = {"seq__gt": fork_at} if fork_at else {}
+        left_events = RunEvent.objects.filter(run=left, **after)
+        right_events = RunEvent.objects.filter(run=right, **after)
+        left_steps = timeline.steps_for(left_events, model=left.model)
+        right_steps = timeline.steps_for(right_events, model=right.model)
         left_seq = timeline.calls_of(left_steps, turns=True)
         right_seq = timeline.calls_of(right_steps, turns=True)
         rows = timeline.align(left_seq, right_seq)
@@ -342,6 +357,7 @@ def compare(request: Request) -> HttpResponse:
             ),
             answers_differ=left.final_answer.strip() != right.final_answer.strip(),
             child_pairs=run_tree.child_pairs(left, right),
+            fork_at=fork_at,
         )
     else:
         context["recent"] = Run.objects.visible_to(request.user).order_by("-created_at")[:30]

@@ -339,6 +339,7 @@ def test_every_request_body_in_the_document_is_the_model_its_endpoint_parses_wit
         ("/api/agents", "post"): api_input.CreateProfile,
         ("/api/agents/{name}", "put"): api_input.ReplaceProfile,
         ("/api/agents/{name}", "patch"): api_input.ChangeProfile,
+        ("/api/runs/{id}/fork", "post"): api_input.ForkRun,
     }
     from agentweb.tickets import api_input as ticket_input
 
