@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from agentweb.observability.ids import tool_span_id
 from agentweb.observability.logs import process_kind
 from agentweb.runs.hooks import StoredStep
+from agentweb.runtime import events as ev
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
@@ -226,31 +227,33 @@ def record(step: StoredStep) -> None:
     capture = capture_content()
     provider, _ = _provider_and_model(step.model)
     cursor = step.stored_ns
-    phases = _phases(step.events)
-    for kind, items in reversed(phases):
-        if kind == "model":
-            data = items[0][1]
-            end = cursor
-            start = end - int(float(data.get("latency_ms") or 0) * 1_000_000)
-            _chat_span(tracer, parent, step, data, provider, start, end, capture)
-            cursor = start
-        elif kind == "tools":
-            cursor = _tool_spans(tracer, parent, step.trace_id, items, cursor, capture)
+    events = step.typed_events()
+    for phase in reversed(_phases(events)):
+        match phase:
+            case [ev.ModelCalled() as called]:
+                end = cursor
+                start = end - int(float(called.latency_ms or 0) * 1_000_000)
+                _chat_span(tracer, parent, step, called, provider, start, end, capture)
+                cursor = start
+            case tools:
+                cursor = _tool_spans(tracer, parent, step.trace_id, tools, cursor, capture)
+    decided_calls = {e.call_id: e for e in events if isinstance(e, ev.ApprovalDecided)}
     for call_id, (requested, decided) in step.approval_times().items():
-        data = next(
-            d for k, d in step.events if k == "approval_decided" and d["call_id"] == call_id
-        )
+        decision = decided_calls.get(call_id)
+        if decision is None:  # its event does not fit its type (logged)
+            continue
+        tool = decision.tool or ""
         span = tracer.start_span(
-            f"await_approval {data.get('tool', '')}",
+            f"await_approval {tool}",
             context=parent,
             start_time=_ns(requested),
             attributes={
                 "gen_ai.operation.name": "await_approval",
-                "gen_ai.tool.name": str(data.get("tool", "")),
+                "gen_ai.tool.name": str(tool),
                 "gen_ai.tool.call.id": str(call_id),
                 "agentweb.run.id": step.run_id,
-                "agentweb.approval.decision": str(data.get("decision", "")),
-                "agentweb.approval.edited": bool(data.get("edited")),
+                "agentweb.approval.decision": str(decision.decision or ""),
+                "agentweb.approval.edited": bool(decision.edited),
             },
         )
         span.end(end_time=_ns(decided) if decided else step.stored_ns)
@@ -259,16 +262,23 @@ def record(step: StoredStep) -> None:
         _root_span(tracer, step, status, provider)
 
 
-def _phases(events: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, list[Any]]]:
-    """Consecutive tool events form one concurrent group; each model call is its own."""
-    phases: list[tuple[str, list[Any]]] = []
-    for kind, data in events:
-        if kind == "model_called":
-            phases.append(("model", [(kind, data)]))
-        elif kind in ("tool_call_started", "tool_call_finished"):
-            if not phases or phases[-1][0] != "tools":
-                phases.append(("tools", []))
-            phases[-1][1].append((kind, data))
+ToolEvent = ev.ToolCallStarted | ev.ToolCallFinished
+
+
+def _phases(events: list[ev.Event]) -> list[list[Any]]:
+    """Consecutive tool events form one concurrent group; each model call is its own
+    (``[ModelCalled]``)."""
+    phases: list[list[Any]] = []
+    tools: list[ToolEvent] | None = None
+    for event in events:
+        if isinstance(event, ev.ModelCalled):
+            phases.append([event])
+            tools = None
+        elif isinstance(event, ToolEvent):
+            if tools is None:
+                tools = []
+                phases.append(tools)
+            tools.append(event)
     return phases
 
 
@@ -276,7 +286,7 @@ def _chat_span(
     tracer: Tracer,
     parent: Any,
     step: StoredStep,
-    data: dict[str, Any],
+    called: ev.ModelCalled,
     provider: str,
     start: int,
     end: int,
@@ -285,23 +295,23 @@ def _chat_span(
     from opentelemetry.trace import SpanKind
 
     _, requested = _provider_and_model(step.model)
-    tokens = data.get("tokens") or {}
+    tokens = called.tokens or {}
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": provider,
         "gen_ai.request.model": requested,
-        "gen_ai.response.model": str(data.get("model") or requested),
+        "gen_ai.response.model": str(called.model or requested),
         "gen_ai.usage.input_tokens": int(tokens.get("input") or 0),
         "gen_ai.usage.output_tokens": int(tokens.get("output") or 0),
-        "gen_ai.response.finish_reasons": [str(data.get("finish_reason") or "unknown")],
+        "gen_ai.response.finish_reasons": [str(called.finish_reason or "unknown")],
         "agentweb.run.id": step.run_id,
     }
-    if data.get("cost_usd") is not None:
-        attributes["agentweb.cost_usd"] = float(data["cost_usd"])
-    if data.get("iteration") is not None:
-        attributes["agentweb.iteration"] = int(data["iteration"])
+    if called.cost is not None:
+        attributes["agentweb.cost_usd"] = float(called.cost)
+    if called.iteration is not None:
+        attributes["agentweb.iteration"] = int(called.iteration)
     if capture:
-        attributes.update(_content(step, data))
+        attributes.update(_content(step, called))
     span = tracer.start_span(
         f"chat {requested}",
         context=parent,
@@ -316,46 +326,45 @@ def _tool_spans(
     tracer: Tracer,
     parent: Any,
     trace_id: str,
-    items: list[tuple[str, dict[str, Any]]],
+    items: list[ToolEvent],
     cursor: int,
     capture: bool,
 ) -> int:
     from opentelemetry.trace import Status, StatusCode
 
-    started = {d.get("call_id"): d for k, d in items if k == "tool_call_started"}
-    finished = [d for k, d in items if k == "tool_call_finished" and not d.get("reused")]
+    started = {e.call_id: e for e in items if isinstance(e, ev.ToolCallStarted)}
+    finished = [e for e in items if isinstance(e, ev.ToolCallFinished) and not e.reused]
     if not finished:
         return cursor
-    group = max(int(float(d.get("duration_ms") or 0) * 1_000_000) for d in finished)
+    group = max(int(float(e.duration_ms or 0) * 1_000_000) for e in finished)
     start = cursor - group
-    for data in finished:
-        name = str(data.get("tool", ""))
+    for done in finished:
+        name = str(done.tool)
         attributes: dict[str, Any] = {
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": name,
-            "gen_ai.tool.call.id": str(data.get("call_id", "")),
+            "gen_ai.tool.call.id": str(done.call_id),
             "gen_ai.tool.type": "function",
         }
-        risk = (started.get(data.get("call_id")) or {}).get("risk")
-        if risk:
-            attributes["agentweb.tool.risk"] = str(risk)
+        began = started.get(done.call_id)
+        if began is not None and began.risk:
+            attributes["agentweb.tool.risk"] = str(began.risk)
         if capture:
-            arguments = (started.get(data.get("call_id")) or {}).get("arguments")
-            attributes["gen_ai.tool.call.arguments"] = _json(arguments)
-            attributes["gen_ai.tool.call.result"] = _json(
-                data.get("result") if data.get("ok") else data.get("error")
+            attributes["gen_ai.tool.call.arguments"] = _json(
+                began.arguments if began is not None else None
             )
-        _forced.span_id = int(tool_span_id(trace_id, str(data.get("call_id", ""))), 16)
+            attributes["gen_ai.tool.call.result"] = _json(done.result if done.ok else done.error)
+        _forced.span_id = int(tool_span_id(trace_id, str(done.call_id)), 16)
         try:
             span = tracer.start_span(
                 f"execute_tool {name}", context=parent, start_time=start, attributes=attributes
             )
         finally:
             _forced.span_id = None
-        if not data.get("ok"):
+        if not done.ok:
             span.set_attribute("error.type", "tool_error")
-            span.set_status(Status(StatusCode.ERROR, str(data.get("error") or "")[:500]))
-        span.end(end_time=start + int(float(data.get("duration_ms") or 0) * 1_000_000))
+            span.set_status(Status(StatusCode.ERROR, str(done.error or "")[:500]))
+        span.end(end_time=start + int(float(done.duration_ms or 0) * 1_000_000))
     return start
 
 
@@ -388,7 +397,7 @@ def _root_span(tracer: Tracer, step: StoredStep, status: str, provider: str) -> 
     finally:
         _forced.trace_id = _forced.span_id = None
     if status == "failed":
-        reason = next((d.get("reason") for k, d in step.events if k == "run_failed"), "")
+        reason = next((e.reason for e in step.typed_events() if isinstance(e, ev.RunFailed)), "")
         span.set_status(Status(StatusCode.ERROR, str(reason or step.failure_reason)[:500]))
     span.end(end_time=step.stored_ns)
 
@@ -424,14 +433,14 @@ def _parts(message: Mapping[str, Any]) -> list[dict[str, Any]]:
     return parts
 
 
-def _content(step: StoredStep, data: dict[str, Any]) -> dict[str, str]:
+def _content(step: StoredStep, called: ev.ModelCalled) -> dict[str, str]:
     """GenAI content attributes: the stored conversation up to this call (not the
     budgeted window the context policy sent) and the model's reply."""
     output = [
         {
             "role": "assistant",
-            "parts": _parts({"content": data.get("text"), "tool_calls": data.get("tool_calls")}),
-            "finish_reason": str(data.get("finish_reason") or "unknown"),
+            "parts": _parts({"content": called.text, "tool_calls": called.tool_calls}),
+            "finish_reason": str(called.finish_reason or "unknown"),
         }
     ]
     attributes = {"gen_ai.output.messages": _json(output)}
