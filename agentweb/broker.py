@@ -33,8 +33,10 @@ sequence, and ``tests/hardening/test_redis_faults.py`` kills a real Redis under 
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from kombu import exceptions as kombu_exceptions
 from kombu.transport import redis as kombu_redis
 from redis import exceptions as redis_exceptions
 
@@ -51,6 +53,63 @@ def _connparams(self: Any, asynchronous: bool = False) -> Any:
 
 
 def install() -> None:
-    """Patch kombu's Redis channel once per process (idempotent)."""
+    """Patch kombu's Redis channel once per process (idempotent), and say a broker outage
+    in one line per event (``install_log_filter``)."""
     if kombu_redis.Channel._connparams is not _connparams:
         kombu_redis.Channel._connparams = _connparams  # type: ignore[method-assign]
+    install_log_filter()
+
+
+#: The loggers whose records of a broker outage are tracebacks of what is expected: beat
+#: sending a scheduled task ("Message Error: ..." with the exception, the whole stack as a
+#: list, and the traceback again), and a worker acknowledging a message whose Redis died
+#: (CRITICAL "Couldn't ack ..." with a traceback, kombu's ``Message.ack_log_error``).
+OUTAGE_LOGGERS = ("celery.beat", "celery.worker.request")
+
+
+def broker_away(exc: BaseException | None) -> bool:
+    """Whether ``exc`` (or what caused it) is the broker's connection failing."""
+    seen = 0
+    while exc is not None and seen < 10:
+        if isinstance(exc, redis_exceptions.ConnectionError | kombu_exceptions.OperationalError):
+            return True
+        if isinstance(exc, ConnectionError):  # refused, reset, broken pipe
+            return True
+        exc = exc.__cause__ or exc.__context__
+        seen += 1
+    return False
+
+
+class BrokerAwayFilter(logging.Filter):
+    """A broker outage in one WARNING line each, not a traceback: when Redis dies a
+    console got some 800 lines per outage from beat and the worker (under ``make run``,
+    100 tracebacks for three outages) for things that mend themselves. What failed is
+    kept in the line; anything that is not a broker connection error is left alone."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if not broker_away(exc):
+            return True
+        if record.name == "celery.beat":
+            record.msg = "%s (the broker is away; beat sends it again at its next run)"
+            record.args = (exc,)
+        elif record.name == "celery.worker.request" and record.msg.startswith("Couldn't ack"):
+            tag = record.args[0] if isinstance(record.args, tuple) and record.args else "?"
+            record.msg = (
+                "could not acknowledge task %r: the Redis it came from went away (%s); "
+                "runs are PostgreSQL rows, beat's sweep sends any that still need a worker"
+            )
+            record.args = (tag, exc)
+        record.exc_info = None
+        record.exc_text = None
+        if record.levelno > logging.WARNING:
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+        return True
+
+
+def install_log_filter() -> None:
+    """Put ``BrokerAwayFilter`` on the outage loggers once per process (idempotent)."""
+    for name in OUTAGE_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, BrokerAwayFilter) for f in logger.filters):
+            logger.addFilter(BrokerAwayFilter())

@@ -15,11 +15,13 @@ app.autodiscover_tasks()
 
 
 @signals.worker_init.connect
+@signals.beat_init.connect
 def _patch_broker(**_: object) -> None:
     # kombu's Redis channel must not kill the worker while it closes a connection whose
-    # Redis died (agentweb/broker.py says how, and links the upstream report). Patched as
-    # the worker starts, not at import: importing redis pulls in OpenTelemetry, which a
-    # process without an OTLP endpoint never imports (test_tracing).
+    # Redis died (agentweb/broker.py says how, and links the upstream report), and an
+    # outage is said in lines, not tracebacks (the worker's acks, beat's schedule).
+    # Patched as the worker or beat starts, not at import: importing redis pulls in
+    # OpenTelemetry, which a process without an OTLP endpoint never imports (test_tracing).
     from agentweb import broker
 
     broker.install()

@@ -127,8 +127,9 @@ class _Buffer:
                 pipe.hincrbyfloat(key, field, value)
             pipe.execute()
             return True
-        except Exception:  # Redis away: keep the increments for the next try
-            log.warning("could not add metrics to Redis; will retry", exc_info=True)
+        except Exception as exc:  # Redis away: keep the increments for the next try
+            # One line: while Redis is down this runs at every flush of every process.
+            log.warning("could not add metrics to Redis (%s); will retry", exc)
             with self.lock:
                 for field, amount in ints.items():
                     self.add(field, amount)

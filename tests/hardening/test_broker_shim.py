@@ -9,6 +9,7 @@ The end-to-end proof is tests/hardening/test_redis_faults.py."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,6 +51,7 @@ def dead_broker_connection(tmp_path: Path) -> Iterator[Connection]:
         pidbox = Queue("node.pidbox", Exchange("pidbox", "fanout"), auto_delete=True)
         Consumer(control, [pidbox]).consume()
         server.kill9()
+        conn.delivered = delivered  # type: ignore[attr-defined]
         yield conn
     finally:
         server.stop()
@@ -75,3 +77,36 @@ def test_kombu_still_needs_the_shim(
     monkeypatch.setattr(kombu_redis.Channel, "_connparams", broker._original_connparams)
     with pytest.raises(AttributeError, match="hostname"):
         celery_drops(dead_broker_connection)
+
+
+def test_the_late_ack_of_a_run_whose_redis_died_is_one_warning_line(
+    dead_broker_connection: Connection, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The task ends after its Redis died and the worker acknowledges it, as Celery does
+    (kombu's ``Message.ack_log_error`` with Celery's request logger): that was CRITICAL
+    and a 40-line traceback per run in flight on make run's console."""
+    broker.install()
+    celery_drops(dead_broker_connection)
+    [message] = dead_broker_connection.delivered  # type: ignore[attr-defined]
+    logger = logging.getLogger("celery.worker.request")
+    with caplog.at_level(logging.WARNING):
+        message.ack_log_error(logger, dead_broker_connection.connection_errors)
+    [record] = [r for r in caplog.records if r.name == "celery.worker.request"]
+    assert (record.levelname, record.exc_info, record.exc_text) == ("WARNING", None, None)
+    said = record.getMessage()
+    assert said.startswith("could not acknowledge task ") and "went away" in said, said
+    assert "Redis went away" in said  # the error itself is kept
+
+
+def test_other_errors_of_those_loggers_keep_their_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    broker.install_log_filter()
+    logger = logging.getLogger("celery.beat")
+    with caplog.at_level(logging.ERROR):
+        try:
+            raise ValueError("a schedule entry that is wrong")
+        except ValueError as exc:
+            logger.error("Message Error: %s\n%s", exc, ["stack"], exc_info=True)
+    [record] = [r for r in caplog.records if r.name == "celery.beat"]
+    assert record.levelname == "ERROR" and record.exc_info is not None

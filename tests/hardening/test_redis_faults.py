@@ -122,6 +122,11 @@ def test_redis_kill_9_three_times_no_worker_dies_and_runs_finish(
         log = worker.output()
         assert "Unrecoverable error" not in log, log[-3000:]
         assert worker.proc.poll() is None, log[-3000:]
+        # An outage is told in lines, not tracebacks (agentweb/broker.py BrokerAwayFilter):
+        # beat's unsent schedule, the worker's late acks, the metrics' flushes.
+        for proc in (worker, faulty_stack["beat"]):
+            said = proc.output()
+            assert "Traceback" not in said, said[said.find("Traceback") - 300 :][:3000]
 
     stack = outages.Stack(
         create=create,
