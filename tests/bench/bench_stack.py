@@ -158,6 +158,25 @@ def check_runs(
     return problems
 
 
+def bare_loop_ms(runs: int) -> list[float]:
+    """Wall ms per run of bench_runtime's bare httpx loop (the same 3-tool script, 4 model
+    calls) against its own fake server in a child process: the floor of DESIGN §5."""
+    from tests.bench.bench_runtime import bare_run, start_server
+
+    base_url, proc, stop = start_server()
+    url = base_url + "/chat/completions"
+    out = []
+    with httpx.Client() as client:
+        for i in range(runs + 10):
+            started = time.perf_counter()
+            bare_run(client, url)
+            if i >= 10:
+                out.append((time.perf_counter() - started) * 1000)
+    stop.send("stop")
+    proc.join(5)
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("-n", "--runs", type=int, default=60)
@@ -242,7 +261,8 @@ def main() -> int:
                 time.sleep(0.02)
             raise SystemExit(f"runs did not finish in {timeout}s")
 
-        # Part 1: one at a time, zero model latency.
+        # Part 1: one at a time, zero model latency; the bare loop measured beside it.
+        bare_ms = bare_loop_ms(100)
         server.responder = ticket_responder(0.0) if args.ticket else responder(0.0)
         ids, orders = [], {}
         for i in range(args.runs + 5):
@@ -258,10 +278,16 @@ def main() -> int:
             (ids,),
         ).fetchall()
         ms = [float(r[0]) for r in rows]
+        bare_ms += bare_loop_ms(100)
+        bare = statistics.median(bare_ms)
         results["sequential"] = {
             "runs": len(ms),
             "p50_ms": round(statistics.median(ms), 1),
             "p95_ms": round(pct(ms, 95), 1),
+            "bare_loop_wall_p50_ms": round(bare, 2),
+            "p50_over_bare_loop": round(statistics.median(ms) / bare, 1),
+            "bar_p50_over_bare_loop": 10,
+            "load_average": os.getloadavg(),
             "bar_p50_ms": 50,
             # The ticket profile digests a long tool result (context_compacted) before answering.
             "problems": check_runs(
@@ -271,6 +297,12 @@ def main() -> int:
         print(
             f"whole stack, 3-tool run, zero model latency: p50 {statistics.median(ms):.1f} ms,"
             f" p95 {pct(ms, 95):.1f} ms over {len(ms)} runs (bar: p50 <= 50 ms)"
+        )
+        seq = results["sequential"]
+        print(
+            f"  the bare httpx loop's wall time in the same run: p50 {bare:.2f} ms; the stack's "
+            f"p50 is {seq['p50_over_bare_loop']:.1f}x that (bar: <= 10x); load average "
+            + " ".join(f"{x:.2f}" for x in seq["load_average"])
         )
         print(f"  checks: {results['sequential']['problems']}")
         if args.ticket:
