@@ -258,21 +258,27 @@ def do_record_status(config: ServerConfig, status: ServerStatus) -> None:
         log.warning("MCP server %s: %s", config.name, status.error)
 
 
-def refresh(server: McpServer) -> McpServer:
-    """Contact the server from this process now: list its tools and record what happened."""
+def refresh(server: McpServer, *, close: bool = False) -> McpServer:
+    """Contact the server from this process now: list its tools and record what happened.
+    ``close``: then close every connection this process holds (a command's stdio servers
+    stop with it)."""
     # Imported here: the MCP SDK takes most of a second to import; only a process that
     # contacts a server (a worker, `manage.py mcp`) loads it.
     from agentweb.runtime import mcpclient
 
-    config = server.config()
     try:
-        infos = mcpclient.connection(config).list_tools()
-    except mcpclient.McpFault as exc:
-        do_record_status(config, ServerStatus("failed", str(exc)))
-    else:
-        do_record_status(config, ServerStatus("ready", "", tuple(infos)))
-    server.refresh_from_db()
-    return server
+        config = server.config()
+        try:
+            infos = mcpclient.connection(config).list_tools()
+        except mcpclient.McpFault as exc:
+            do_record_status(config, ServerStatus("failed", str(exc)))
+        else:
+            do_record_status(config, ServerStatus("ready", "", tuple(infos)))
+        server.refresh_from_db()
+        return server
+    finally:
+        if close:
+            mcpclient.close_all()
 
 
 #: The task that contacts a server (``agentweb.mcpservers.tasks.refresh_server``), sent

@@ -92,14 +92,9 @@ class Command(BaseCommand):
         self.stdout.write(f"removed MCP server {server.name}")
 
     def _contact(self, server: McpServer) -> McpServer:
-        # Imported here: the MCP SDK takes most of a second to import; the other
-        # subcommands do without it.
-        from agentweb.runtime import mcpclient
-
-        try:
-            return actions.refresh(server)
-        finally:
-            mcpclient.close_all()  # a stdio server started here stops with the command
+        # The MCP SDK is imported by the contact alone (the other subcommands do without
+        # it); a stdio server started here stops with the command.
+        return actions.refresh(server, close=True)
 
     def _show(self, server: McpServer) -> None:
         data = server.as_json()
