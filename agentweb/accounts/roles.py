@@ -20,6 +20,8 @@ ROLE_PERMISSIONS: dict[str, tuple[str, ...]] = {
     "change_agentprofile": (ROLE_ADMIN,),
     "add_agentprofile": (ROLE_ADMIN,),
     "view_agentprofile": (ROLE_OPERATOR, ROLE_APPROVER, ROLE_ADMIN),
+    # suites and experiments (DESIGN §14): operators and admins
+    "add_suite": (ROLE_OPERATOR, ROLE_ADMIN),
     "tickets.view_ticket": (ROLE_OPERATOR, ROLE_APPROVER, ROLE_ADMIN),
     "tickets.add_ticket": (ROLE_OPERATOR, ROLE_ADMIN),
     "tickets.change_ticket": (ROLE_OPERATOR, ROLE_ADMIN),

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from agentweb.runs import api, api_versions, openapi
+from agentweb.runs import api, api_suites, api_versions, openapi
 
 urlpatterns = [
     path("openapi.json", openapi.openapi_json, name="api-openapi"),
@@ -9,6 +9,11 @@ urlpatterns = [
     path("runs/<int:run_id>/events", api.run_events, name="api-run-events"),
     path("runs/<int:run_id>/cancel", api.run_cancel, name="api-run-cancel"),
     path("runs/<int:run_id>/fork", api_versions.run_fork, name="api-run-fork"),
+    path("suites", api_suites.suite_list, name="api-suites"),
+    path(
+        "suites/<str:name>/experiments", api_suites.suite_experiments, name="api-suite-experiments"
+    ),
+    path("experiments/<int:experiment_id>", api_suites.experiment_detail, name="api-experiment"),
     path("agents", api.agent_profiles, name="api-agents"),
     path("agents/<str:name>", api.agent_profile, name="api-agent"),
     path("agents/<str:name>/versions", api_versions.agent_versions, name="api-agent-versions"),

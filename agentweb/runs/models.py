@@ -681,3 +681,58 @@ def actions_of(
             {"tool": item["tool"], "call_id": call_id, "status": status, "approved_by": approved_by}
         )
     return out
+
+
+# --- suites and experiments (DESIGN §14) -------------------------------------------------
+
+
+class Suite(models.Model):
+    """Named test cases for agent changes; ``cases`` as ``suites.CreateSuite`` reads them."""
+
+    name = models.CharField(max_length=100, unique=True)
+    cases = models.JSONField(default=list, encoder=DjangoJSONEncoder)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Experiment(models.Model):
+    """Every case of a suite run as a dry run by one profile version (and model)."""
+
+    suite = models.ForeignKey(Suite, on_delete=models.CASCADE, related_name="experiments")
+    agent = models.ForeignKey(AgentProfile, on_delete=models.PROTECT, related_name="+")
+    version = models.PositiveIntegerField()
+    model = models.CharField(max_length=120, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"experiment {self.pk} of {self.suite_id}"
+
+
+class ExperimentCase(models.Model):
+    """One case of an experiment and the dry run that plays it."""
+
+    experiment = models.ForeignKey(Experiment, on_delete=models.CASCADE, related_name="cases")
+    index = models.PositiveIntegerField()
+    name = models.CharField(max_length=200)
+    run = models.ForeignKey(Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    error = models.TextField(blank=True)  # why the case could not start
+
+    class Meta:
+        ordering = ["experiment", "index"]
+
+    def __str__(self) -> str:
+        return f"{self.experiment_id}#{self.index} {self.name}"

@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from agentweb.runs.api_input import ForkRun, request_schema
+from agentweb.runs.suites import CreateSuite, StartExperiment
+from agentweb.tickets.api_input import request_schema as inline_schema
 
 
 def _ref(name: str) -> dict[str, str]:
@@ -119,5 +121,105 @@ PATHS: dict[str, Any] = {
                 ),
             },
         }
+    },
+    "/api/suites": {
+        "get": {
+            "summary": "Suites (operators and admins)",
+            "responses": {
+                "200": _json({"type": "object", "properties": {"suites": {"type": "array"}}}),
+                "401": _error("Not authenticated"),
+                "403": _error("Not an operator or admin"),
+            },
+        },
+        "post": {
+            "summary": "Create a suite: cases from a task, a ticket or a past run, each with "
+            "what is expected (422 names an unknown key or a wrong case)",
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": inline_schema(CreateSuite)}},
+            },
+            "responses": {
+                "201": _json({"type": "object"}, "Created"),
+                "400": _error("Bad request"),
+                "401": _error("Not authenticated"),
+                "403": _error("Not an operator or admin"),
+                "422": _error(
+                    "An unknown key, a case without one of task/ticket/run, an "
+                    "unknown ticket, run or validator"
+                ),
+            },
+        },
+    },
+    "/api/suites/{name}/experiments": {
+        "parameters": [_NAME],
+        "post": {
+            "summary": "Run every case of the suite as a dry run of a profile version, in "
+            "parallel on the workers",
+            "requestBody": {
+                "required": True,
+                "content": {"application/json": {"schema": request_schema(StartExperiment)}},
+            },
+            "responses": {
+                "201": _json(_ref("Experiment"), "Created"),
+                "400": _error("Bad request"),
+                "401": _error("Not authenticated"),
+                "403": _error("Not an operator or admin"),
+                "404": _error("No such suite or version"),
+                "422": _error("Unknown keys, an unknown agent or model"),
+            },
+        },
+    },
+    "/api/experiments/{id}": {
+        "get": {
+            "summary": "An experiment and each case's result",
+            "parameters": [
+                {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}
+            ],
+            "responses": {
+                "200": _json(_ref("Experiment")),
+                "401": _error("Not authenticated"),
+                "403": _error("Not an operator or admin"),
+                "404": _error("No such experiment"),
+            },
+        }
+    },
+}
+
+SCHEMAS["Experiment"] = {
+    "type": "object",
+    "required": ["id", "suite", "agent", "version", "status", "cases", "passed", "total"],
+    "properties": {
+        "id": {"type": "integer"},
+        "suite": {"type": "string"},
+        "agent": {"type": "string"},
+        "version": {"type": "integer"},
+        "model": {"type": "string"},
+        "status": {"type": "string", "enum": ["queued", "running", "done", "failed"]},
+        "cases": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": [
+                    "name",
+                    "run",
+                    "passed",
+                    "failures",
+                    "tokens",
+                    "cost_usd",
+                    "duration_ms",
+                ],
+                "properties": {
+                    "name": {"type": "string"},
+                    "run": {"type": ["integer", "null"]},
+                    "passed": {"type": ["boolean", "null"], "description": "null while it runs"},
+                    "failures": {"type": "array", "items": {"type": "string"}},
+                    "tokens": {"type": "integer"},
+                    "cost_usd": {"type": ["number", "null"]},
+                    "duration_ms": {"type": ["number", "null"]},
+                },
+            },
+        },
+        "passed": {"type": "integer"},
+        "total": {"type": "integer"},
     },
 }

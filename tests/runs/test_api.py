@@ -331,7 +331,7 @@ def test_issue_token_prints_a_working_token(people, capsys) -> None:
 
 
 def test_every_request_body_in_the_document_is_the_model_its_endpoint_parses_with(people) -> None:
-    from agentweb.runs import api_input
+    from agentweb.runs import api_input, suites
 
     parsers = {
         ("/api/runs", "post"): api_input.StartRun,
@@ -340,10 +340,12 @@ def test_every_request_body_in_the_document_is_the_model_its_endpoint_parses_wit
         ("/api/agents/{name}", "put"): api_input.ReplaceProfile,
         ("/api/agents/{name}", "patch"): api_input.ChangeProfile,
         ("/api/runs/{id}/fork", "post"): api_input.ForkRun,
+        ("/api/suites/{name}/experiments", "post"): suites.StartExperiment,
     }
     from agentweb.tickets import api_input as ticket_input
 
-    ticket_parsers = {  # nested models (the requester) inline
+    ticket_parsers = {  # nested models (the requester; a suite's cases) inline
+        ("/api/suites", "post"): suites.CreateSuite,
         ("/api/tickets", "post"): ticket_input.CreateTicket,
         ("/api/tickets/{id}", "patch"): ticket_input.ChangeTicket,
         ("/api/tickets/{id}/messages", "post"): ticket_input.AddMessage,
