@@ -75,8 +75,8 @@ class CreateSuite(StrictInput):
             return cls.model_validate(data)
         except ValidationError as exc:
             errors = exc.errors()
-            unknown = [e for e in errors if e["type"] == "extra_forbidden"]
-            raise InvalidArguments(_said((unknown or errors)[0])) from None
+            extra = [e for e in errors if e["type"] == "extra_forbidden"]
+            raise InvalidArguments(_said((extra or errors)[0])) from None
 
 
 def _said(error: Mapping[str, Any]) -> str:
