@@ -176,7 +176,8 @@ def ticket_detail(request: Request, ticket_id: int) -> HttpResponse:
 @login_required
 @require_POST
 def ticket_run(request: Request, ticket_id: int) -> HttpResponse:
-    agent = _text(request.POST, "agent", 100) or None
+    # A suggestion's button names its profile; otherwise the profile picked in the list.
+    agent = _text(request.POST, "suggested", 100) or _text(request.POST, "agent", 100) or None
     back = request.POST.get("from") == "ticket"
     try:
         run = actions.do_create_run(

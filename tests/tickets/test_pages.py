@@ -215,7 +215,10 @@ def test_the_start_button_offers_every_profile_and_starts_the_one_picked(
     select = html.split('id="id_start_agent"', 1)[1].split("</select>", 1)[0]
     assert re.findall(r'<option value="([^"]+)"', select) == names
     assert '<option value="triage" selected>' in select  # the rule's suggestion first
-    assert 'value="triage" class="primary" data-testid="suggested">Start triage</button>' in html
+    assert (
+        'name="suggested" value="triage" class="primary" data-testid="suggested">'
+        "Start triage</button>" in html
+    )
     pick = next(n for n in names if n != "triage")
     with django_capture_on_commit_callbacks(execute=False):
         response = client.post(f"/tickets/{ticket.pk}/run/", {"agent": pick, "from": "ticket"})
@@ -224,11 +227,18 @@ def test_the_start_button_offers_every_profile_and_starts_the_one_picked(
     # one active run per ticket: the page follows it instead of offering another start
     html = client.get(f"/tickets/{ticket.pk}/").content.decode()
     assert f"Follow run #{run.pk}" in html and 'id="id_start_agent"' not in html
-    # an unknown profile is refused on the ticket's page
+    # a suggestion's button starts its profile, whatever the list says
     Run.objects.filter(pk=run.pk).update(status="succeeded")
+    with django_capture_on_commit_callbacks(execute=False):
+        client.post(
+            f"/tickets/{ticket.pk}/run/", {"suggested": "triage", "agent": pick, "from": "ticket"}
+        )
+    assert Run.objects.filter(ticket=ticket).latest("pk").agent.name == "triage"
+    # an unknown profile is refused on the ticket's page
+    Run.objects.filter(ticket=ticket).update(status="succeeded")
     response = client.post(f"/tickets/{ticket.pk}/run/", {"agent": "nope", "from": "ticket"})
     assert response["Location"] == f"/tickets/{ticket.pk}/"
-    assert Run.objects.filter(ticket=ticket).count() == 1
+    assert Run.objects.filter(ticket=ticket).count() == 2
 
 
 def test_who_may_not_start_runs_sees_the_ticket_but_no_start_button(
