@@ -99,3 +99,19 @@ def test_what_a_call_was_sent_is_escaped_and_only_for_who_may_see_the_run(
     assert "&lt;b&gt;x&lt;/b&gt;" in body
     stranger = User.objects.create_user("stranger", password="pw-123456789")
     assert _client(stranger).get(f"/runs/{run.pk}/sent/{stored.seq}/").status_code in (403, 404)
+
+
+def test_an_exported_run_with_its_trace_imports_again(operator: User) -> None:
+    import io
+    import json
+
+    run = actions.do_create_run(user=operator, task="Where is order A1001?")
+    engine.execute_run(run.pk)
+    client = _client(operator)
+    exported = client.get(f"/runs/{run.pk}/export.json").content
+    called = [e for e in json.loads(exported)["events"] if e["type"] == "model_called"]
+    assert called and all("sent" in e["data"] for e in called)
+    upload = io.BytesIO(exported)
+    upload.name = "run.json"
+    response = client.post("/runs/import/", {"file": upload})
+    assert response.status_code == 200 and "Imported file" in response.content.decode()
