@@ -195,12 +195,15 @@ def _subset(wanted: Mapping[str, Any], arguments: Mapping[str, Any]) -> bool:
     return all(k in arguments and arguments[k] == v for k, v in wanted.items())
 
 
-def score(case: dict[str, Any], run: Run | None, error: str = "") -> tuple[bool | None, list[str]]:
-    """(passed, failures in words) of one case's run; passed None while it runs."""
+def score(
+    case: dict[str, Any], run: Run | None, error: str = ""
+) -> tuple[bool | None, list[str], list[str]]:
+    """(passed, failures in words, the tools called) of one case's run; passed None while
+    it runs."""
     if run is None:
-        return False, [error or "the case did not start"]
+        return False, [error or "the case did not start"], []
     if run.status in Run.ACTIVE:
-        return None, []
+        return None, [], []
     failures: list[str] = []
     if run.status != Run.Status.SUCCEEDED:
         failures.append(f"the run {run.status}: {run.failure_reason or 'no answer'}")
@@ -231,7 +234,7 @@ def score(case: dict[str, Any], run: Run | None, error: str = "") -> tuple[bool 
         objection = check(answer, state)
         if objection:
             failures.append(f"validator {expect['validator']}: {objection}")
-    return not failures, failures
+    return not failures, failures, [t for t, _ in calls]
 
 
 def experiment_json(experiment: Experiment) -> dict[str, Any]:
@@ -241,7 +244,7 @@ def experiment_json(experiment: Experiment) -> dict[str, Any]:
     cases: list[dict[str, Any]] = []
     for row in rows:
         run = row.run
-        passed, failures = score(by_index.get(row.index, {}), run, row.error)
+        passed, failures, tools = score(by_index.get(row.index, {}), run, row.error)
         usage = (run.usage or {}) if run else {}
         duration = None
         if run and run.started_at and run.finished_at:
@@ -256,6 +259,7 @@ def experiment_json(experiment: Experiment) -> dict[str, Any]:
                 "tokens": int(usage.get("input_tokens", 0)) + int(usage.get("output_tokens", 0)),
                 "cost_usd": usage.get("cost_usd"),
                 "duration_ms": duration,
+                "calls": tools,
             }
         )
     if any(c["passed"] is None for c in cases):

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from agentweb.web import approvals, profile_versions, ticket_pages, views
+from agentweb.web import approvals, profile_versions, suite_pages, ticket_pages, views
 
 app_name = "web"
 
@@ -12,6 +12,8 @@ urlpatterns = [
     path("runs/", views.runs, name="runs"),
     path("runs/new/", views.run_new, name="run_new"),
     path("runs/compare/", views.compare, name="compare"),
+    path("suites/", suite_pages.suite_list, name="suites"),
+    path("experiments/compare/", suite_pages.experiment_compare, name="experiment_compare"),
     path("runs/import/", views.import_run, name="import"),
     path("runs/<int:run_id>/", views.run_detail, name="run"),
     path("runs/<int:run_id>/sent/<int:seq>/", views.model_call_sent, name="model_call_sent"),

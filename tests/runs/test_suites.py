@@ -129,3 +129,35 @@ def test_bad_experiments_and_who_may(people, enqueued) -> None:
     assert approver.get("/api/suites").status_code == 403
     assert post(approver, "/api/suites/s/experiments", {"agent": "triage"}).status_code == 403
     assert client.get("/api/experiments/999").status_code == 404
+
+
+def test_the_suites_page_and_two_experiments_side_by_side(people, scripted, enqueued) -> None:
+    client = bearer(people["operator"])
+    profiles.save_profile({"name": "helper", "system_prompt": "v1", "allowed_tools": []})
+    case = {
+        "name": "<b>full refund</b>",
+        "task": "Refund B2",
+        "expect": {"calls": [{"tool": "pay_out", "arguments": {"order_id": "B2"}}]},
+    }
+    assert post(client, "/api/suites", {"name": "week", "cases": [case]}).status_code == 201
+    ids = []
+    for replies in (
+        [call("pay_out", order_id="B2", amount=80), "Refunded."],
+        ["No refund."],
+    ):
+        exp = post(client, "/api/suites/week/experiments", {"agent": "helper"}).json()
+        scripted.enqueue(*replies)
+        engine.execute_run(exp["cases"][0]["run"])
+        ids.append(exp["id"])
+    page = Client()
+    page.force_login(people["operator"])
+    listing = page.get("/suites/").content.decode()
+    assert f'id="experiment-{ids[0]}"' in listing and f'id="experiment-{ids[1]}"' in listing
+    assert "&lt;b&gt;full refund&lt;/b&gt;" in listing and "<b>full refund</b>" not in listing
+    side = page.get(f"/experiments/compare/?a={ids[0]}&b={ids[1]}").content.decode()
+    assert "passed → failed" in side and "calls: pay_out" in side and "calls: none" in side
+    assert "expected a call to pay_out" in side
+    assert page.get(f"/experiments/compare/?a={ids[0]}&b=999").status_code == 404
+    approver = Client()
+    approver.force_login(people["approver"])
+    assert approver.get("/suites/").status_code == 403
