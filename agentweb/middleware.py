@@ -37,7 +37,13 @@ log = logging.getLogger(__name__)
 MAX_API_BODY = 1_000_000  # bytes of a JSON request body
 MAX_JSON_DEPTH = 64
 MAX_INT = 2**63 - 1  # PostgreSQL bigint; larger JSON integers are refused
-_BAD_CHARS = re.compile("[\x00\ud800-\udfff]")
+#: What no text of a request may hold, as a regex character class: NUL (PostgreSQL cannot
+#: store it) and unpaired surrogates (not Unicode). The OpenAPI document's patterns exclude
+#: NUL (``agentweb.runs.api_input.TEXT``); surrogates are not Unicode scalar values, which
+#: JSON Schema's patterns match, so the document says that in words.
+NUL = "\\u0000"
+BAD_CHARS = f"{NUL}\\ud800-\\udfff"
+_BAD_CHARS = re.compile(f"[{BAD_CHARS}]")
 _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
@@ -59,10 +65,14 @@ def _reject_constant(name: str) -> Any:
     raise BadInput(f"{name} is not a JSON number we accept (use a finite number or null)")
 
 
-def _finite_float(text: str) -> float:
+def _finite_float(text: str) -> float | int:
+    """A number with a fraction or exponent: as JSON Schema counts numbers, a whole one is
+    an integer (``20.0`` is ``20``), and none may be larger than a 64-bit integer."""
     value = float(text)
-    if not math.isfinite(value):
-        raise BadInput(f"the number {text[:40]} is out of range")
+    if not math.isfinite(value) or not -MAX_INT - 1 <= value <= MAX_INT:
+        raise BadInput(f"the number {text[:40]} is out of range (at most 64 bits)")
+    if value.is_integer():
+        return int(value)
     return value
 
 

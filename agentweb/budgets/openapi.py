@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from agentweb.budgets.report import SpendReport
+from agentweb.budgets.views import SpendQuery
+from agentweb.runs.api_input import query_parameters
 
 
 def _untitled(value: Any) -> Any:
@@ -32,14 +34,7 @@ PATHS: dict[str, Any] = {
     "/api/spend": {
         "get": {
             "summary": "What model calls cost on a day, per team and per profile (admins)",
-            "parameters": [
-                {
-                    "name": "day",
-                    "in": "query",
-                    "description": "YYYY-MM-DD in the installation's TIME_ZONE; default today",
-                    "schema": {"type": "string", "format": "date"},
-                }
-            ],
+            "parameters": query_parameters(SpendQuery),
             "responses": {
                 "200": {
                     "description": "OK",

@@ -6,7 +6,7 @@ from typing import Any
 
 from agentweb.mcpservers.api_input import AddServer
 from agentweb.mcpservers.models import McpServer
-from agentweb.runs.api_input import request_schema
+from agentweb.runs.api_input import PATH_TEXT, request_body
 
 
 def _json(schema: dict[str, Any], description: str = "OK") -> dict[str, Any]:
@@ -59,7 +59,7 @@ SCHEMAS: dict[str, Any] = {
     }
 }
 
-_NAME = {"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}
+_NAME = {"name": "name", "in": "path", "required": True, "schema": PATH_TEXT}
 
 PATHS: dict[str, Any] = {
     "/api/mcp-servers": {
@@ -82,10 +82,7 @@ PATHS: dict[str, Any] = {
         },
         "post": {
             "summary": "Add an MCP server (admins); workers contact it within seconds",
-            "requestBody": {
-                "required": True,
-                "content": {"application/json": {"schema": request_schema(AddServer)}},
-            },
+            "requestBody": request_body(AddServer),
             "responses": {
                 "201": _json({"$ref": "#/components/schemas/McpServer"}, "Added"),
                 **_errors("400", "401", "403", "409", "422"),

@@ -23,6 +23,7 @@ from agentweb.middleware import MAX_INT, BadInput, request_json
 from agentweb.outbox.actions import notifications_about
 from agentweb.runs import actions, follow_up, profiles
 from agentweb.runs.api_input import DecideApproval, StartRun
+from agentweb.runs.api_query import ListApprovals, ListEvents, ListRuns
 from agentweb.runs.delegation import children_ids
 from agentweb.runs.models import SUMMARY_CHARS, AgentProfile, Approval, Run, RunEvent
 from agentweb.runs.outcomes import actions_by_run
@@ -158,25 +159,16 @@ def runs(request: HttpRequest) -> HttpResponse:
         )
         run = Run.objects.select_related("agent", "created_by").get(pk=run.pk)
         return JsonResponse(run.as_json(), status=201)
+    query = ListRuns.parse(request.GET)
     qs = Run.objects.visible_to(request.user)
-    status = request.GET.get("status")
-    if status:
-        if status not in Run.Status.values:
-            raise actions.ActionError(
-                f"unknown status {status!r}; one of {', '.join(Run.Status.values)}"
-            )
-        qs = qs.filter(status=status)
-    q = request.GET.get("q", "").strip()
+    if query.status:
+        qs = qs.filter(status=query.status)
+    q = query.q.strip()
     if q:
         qs = qs.filter(Q(task__icontains=q) | Q(final_answer__icontains=q))
-    wanted = request.GET.get("outcome")
-    if wanted:
-        if wanted not in follow_up.OUTCOMES:
-            raise actions.ActionError(
-                f"unknown outcome {wanted!r}; one of {', '.join(follow_up.OUTCOMES)}"
-            )
+    if query.outcome:
         qs = qs.filter(follow_up.follow_up_filter())
-    limit = min(_int_param(request, "limit", 50), 200)
+    limit = query.limit
     qs = qs.defer("final_answer", "state").annotate(
         answer_head=Left("final_answer", SUMMARY_CHARS + 1)
     )
@@ -195,7 +187,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 @api_view(("GET",))
 def run_events(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _get_run(request.user, run_id)
-    after = _int_param(request, "after", 0)
+    after = ListEvents.parse(request.GET).after
     events = RunEvent.objects.filter(run=run, seq__gt=after).order_by("seq")[:MAX_EVENTS]
     return JsonResponse({"events": [e.as_json() for e in events]})
 
@@ -208,15 +200,11 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @api_view(("GET",))
 def approvals(request: HttpRequest) -> HttpResponse:
+    query = ListApprovals.parse(request.GET)
     qs = Approval.objects.visible_to(request.user).select_related("decided_by", "run")
-    status = request.GET.get("status")
-    if status:
-        if status not in Approval.Status.values:
-            raise actions.ActionError(
-                f"unknown status {status!r}; one of {', '.join(Approval.Status.values)}"
-            )
-        qs = qs.filter(status=status)
-    limit = min(_int_param(request, "limit", 100), 500)
+    if query.status:
+        qs = qs.filter(status=query.status)
+    limit = query.limit
     page = list(qs.annotate(approvals_given_n=Count("votes")).order_by("requested_at")[:limit])
     return JsonResponse({"approvals": approvals_json(page)})
 
@@ -294,5 +282,13 @@ def agent_profile(request: HttpRequest, name: str) -> HttpResponse:
             data, profile, actor=request.user, partial=request.method == "PATCH"
         )
     except profiles.ProfileInvalid as exc:
+        stored = set(exc.errors) - {"__all__"}  # __all__: unknown fields, the body's own
+        if request.method == "PATCH" and stored == set(exc.errors) and not stored & set(data):
+            # The body is fine; what it changes does not fit the fields it left alone
+            # (a "never" policy stored, risk_overrides now "high"): the profile's state.
+            fields = ", ".join(sorted(exc.errors))
+            return error(
+                409, "conflict", f"the change conflicts with the stored {fields}: {exc}", exc.errors
+            )
         return _profile_invalid(exc)
     return JsonResponse(profiles.profile_json(saved))

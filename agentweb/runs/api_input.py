@@ -11,7 +11,8 @@ API and ``agents import``): the fields given, and every refusal by field (422 na
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from contextvars import ContextVar
 from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
@@ -19,17 +20,218 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationError,
-    ValidationInfo,
     WithJsonSchema,
     field_validator,
     model_validator,
 )
+from pydantic.json_schema import DEFAULT_REF_TEMPLATE, GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
 
+from agentweb.middleware import MAX_INT, NUL
 from agentweb.runs.errors import ActionError, InvalidArguments
 from agentweb.runs.profile_rules import FIELDS, MAX_TOP_N
 
+# --- what the edge refuses in every request, in JSON Schema terms ----------------------
 
-class Input(BaseModel):
+#: Text we take: no NUL (``middleware.bad_chars`` refuses it in every string and key of a
+#: body, query and path); unpaired surrogates, refused too, are no Unicode characters, so
+#: no pattern can name them (regex engines of JSON Schema work on characters).
+BAD_CHARS = NUL
+TEXT = f"^[^{BAD_CHARS}]*$"
+#: The characters ``str.strip()`` removes (``str.isspace``), spelled out, since regex
+#: engines disagree on ``\s`` (tests/runs/test_api_schema.py checks the list).
+WHITESPACE = (
+    "\\t\\n\\u000b\\u000c\\r\\u001c-\\u0020\\u0085\\u00a0\\u1680\\u2000-\\u200a"
+    "\\u2028\\u2029\\u202f\\u205f\\u3000"
+)
+#: Text with something besides white space (and nothing ``TEXT`` refuses).
+NON_BLANK = f"^[{WHITESPACE}]*[^{WHITESPACE}{BAD_CHARS}][^{BAD_CHARS}]*$"
+#: White space or nothing.
+BLANK = f"^[{WHITESPACE}]*$"
+#: Path parameters: an id (digits: the URL takes no sign), or a name.
+PATH_ID = {"type": "integer", "minimum": 0, "maximum": MAX_INT}
+PATH_TEXT = {"type": "string", "pattern": TEXT}
+#: Any JSON value a request may carry (``components.schemas.Json``).
+JSON_REF = "#/components/schemas/Json"
+
+
+def json_value_schema() -> dict[str, Any]:
+    """``Json``: every JSON value the edge takes; free-form fields and ignored keys."""
+    return {
+        "description": "Any JSON value we can store: Unicode text without NUL characters (no "
+        "unpaired surrogates; also in keys), numbers within 64-bit integers (a whole "
+        "number is an integer: 2.0 is 2), at most 64 levels deep",
+        "anyOf": [
+            {"type": "string", "pattern": TEXT},
+            {"type": "number", "minimum": -MAX_INT - 1, "maximum": MAX_INT},
+            {"type": "boolean"},
+            {"type": "null"},
+            {"type": "array", "items": {"$ref": JSON_REF}},
+            {
+                "type": "object",
+                "propertyNames": {"pattern": TEXT},
+                "additionalProperties": {"$ref": JSON_REF},
+            },
+        ],
+    }
+
+
+class ApiJsonSchema(GenerateJsonSchema):
+    """The JSON schema of what a model accepts, with what the edge refuses before any
+    model sees it: strings and keys with NUL or unpaired surrogates (a string with its own
+    pattern must exclude them itself: a test checks every pattern of the document),
+    numbers past 64-bit integers; ``Any`` and keys a model ignores are ``Json``."""
+
+    _ANY = "x-agentweb-json"  # a stand-in while pydantic resolves its own references
+
+    def generate(self, schema: core_schema.CoreSchema, mode: Any = "validation") -> Any:
+        return _json_refs(super().generate(schema, mode=mode), self._ANY)
+
+    def str_schema(self, schema: core_schema.StringSchema) -> JsonSchemaValue:
+        out = super().str_schema(schema)
+        out.setdefault("pattern", TEXT)
+        return out
+
+    def int_schema(self, schema: core_schema.IntSchema) -> JsonSchemaValue:
+        out = super().int_schema(schema)
+        if "exclusiveMinimum" not in out:
+            out["minimum"] = max(out.get("minimum", -MAX_INT - 1), -MAX_INT - 1)
+        if "exclusiveMaximum" not in out:
+            out["maximum"] = min(out.get("maximum", MAX_INT), MAX_INT)
+        return out
+
+    def float_schema(self, schema: core_schema.FloatSchema) -> JsonSchemaValue:
+        out = super().float_schema(schema)
+        if "exclusiveMinimum" not in out:
+            out["minimum"] = max(out.get("minimum", -MAX_INT - 1), -MAX_INT - 1)
+        if "exclusiveMaximum" not in out:
+            out["maximum"] = min(out.get("maximum", MAX_INT), MAX_INT)
+        return out
+
+    def any_schema(self, schema: core_schema.AnySchema) -> JsonSchemaValue:
+        return {self._ANY: True}
+
+    def dict_schema(self, schema: core_schema.DictSchema) -> JsonSchemaValue:
+        out = super().dict_schema(schema)
+        keys = out.get("patternProperties", {})
+        if list(keys) == [TEXT]:  # the keys' pattern: as propertyNames
+            out["additionalProperties"] = out.pop("patternProperties")[TEXT]
+        out.setdefault("propertyNames", {"pattern": TEXT})
+        out.setdefault("additionalProperties", {self._ANY: True})
+        return out
+
+    def model_schema(self, schema: core_schema.ModelSchema) -> JsonSchemaValue:
+        out = super().model_schema(schema)
+        if schema["cls"].model_config.get("extra") != "forbid":  # ignored keys: any JSON
+            out.setdefault("propertyNames", {"pattern": TEXT})
+            out.setdefault("additionalProperties", {self._ANY: True})
+        return out
+
+
+def _json_refs(value: Any, stand_in: str) -> Any:
+    if isinstance(value, dict):
+        if stand_in in value:
+            return {"$ref": JSON_REF}
+        return {k: _json_refs(v, stand_in) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_refs(v, stand_in) for v in value]
+    return value
+
+
+class Documented(BaseModel):
+    """A model whose JSON schema says what the edge refuses too (``ApiJsonSchema``)."""
+
+    @classmethod
+    def model_json_schema(
+        cls,
+        by_alias: bool | None = None,
+        ref_template: str = DEFAULT_REF_TEMPLATE,
+        schema_generator: type[GenerateJsonSchema] = ApiJsonSchema,
+        mode: Literal["validation", "serialization"] = "validation",
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        return super().model_json_schema(by_alias, ref_template, schema_generator, mode, **kwargs)
+
+
+class OneOf:
+    """``Annotated[str | None, OneOf(values, "status")]``: a string that must be one of
+    ``values``; the check and the schema's enum come from the same tuple."""
+
+    def __init__(self, values: Iterable[str], what: str) -> None:
+        self.values, self.what = tuple(values), what
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> core_schema.CoreSchema:
+        return core_schema.no_info_after_validator_function(self._check, handler(source))
+
+    def __get_pydantic_json_schema__(self, schema: Any, handler: Any) -> JsonSchemaValue:
+        return {"type": "string", "enum": list(self.values)}
+
+    def _check(self, value: str | None) -> str | None:
+        if value is not None and value not in self.values:
+            known = ", ".join(self.values)
+            raise ValueError(f"unknown {self.what} {value[:40]!r}; one of {known}")
+        return value
+
+
+class Query(Documented):
+    """Query parameters: text from the URL (numbers in digits), the last of a repeated
+    one; an empty one is the same as none (``allowEmptyValue`` in the document)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    @classmethod
+    def parse(cls, params: Mapping[str, Any]) -> Self:
+        data = {name: params.get(name) for name in cls.model_fields}
+        try:
+            return cls.model_validate({k: v for k, v in data.items() if v not in (None, "")})
+        except ValidationError as exc:
+            error = exc.errors()[0]
+            name = str(error["loc"][0]) if error["loc"] else "query"
+            ctx = error.get("ctx", {})
+            if error["type"] == "value_error":
+                message = str(ctx.get("error", error["msg"]))
+            elif error["type"] == "greater_than_equal":
+                message = f"{name} must be at least {ctx['ge']}"
+                if ctx["ge"] == 0:
+                    message = f"{name} must not be negative"
+            elif error["type"] == "less_than_equal":
+                message = f"{name} must be at most {ctx['le']}"
+            elif error["type"].startswith("int_"):
+                message = f"{name} must be an integer, got {str(error['input'])[:40]!r}"
+            else:
+                message = f"{name}: {error['msg']}"
+            raise ActionError(message) from None
+
+
+def query_parameters(model: type[Query]) -> list[dict[str, Any]]:
+    """The document's ``parameters`` of a query model: one per field, each optional."""
+    schema = _untitled(model.model_json_schema())
+    out = []
+    for name, spec in schema["properties"].items():
+        spec = dict(spec)
+        param = {"name": name, "in": "query", "required": False, "allowEmptyValue": True}
+        if "description" in spec:
+            param["description"] = spec.pop("description")
+        if spec.get("default") in (None, ""):  # left out (or empty): no filter, today
+            spec.pop("default", None)
+        out.append({**param, "schema": spec})
+    return out
+
+
+def request_body(model: type[BaseModel], schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The document's ``requestBody`` of a body model (``schema``: its schema, if not
+    ``request_schema(model)``); required unless ``{}``, which a request without a body
+    is, is a valid body."""
+    try:
+        model.model_validate({})
+        empty_ok = True
+    except ValidationError:
+        empty_ok = False
+    schema = request_schema(model) if schema is None else schema  # type: ignore[arg-type]
+    return {"required": not empty_ok, "content": {"application/json": {"schema": schema}}}
+
+
+class Input(Documented):
     """A request body: strict JSON types, unknown keys ignored."""
 
     model_config = ConfigDict(strict=True, extra="ignore")
@@ -50,16 +252,28 @@ class Input(BaseModel):
             raise kind(message) from None
 
 
+def _start_schema(schema: dict[str, Any]) -> None:
+    schema["anyOf"] = [  # as _task_or_ticket: a task with words in it, or a ticket
+        {"required": ["task"], "properties": {"task": {"pattern": NON_BLANK}}},
+        {"required": ["ticket"], "properties": {"ticket": {"type": "integer"}}},
+    ]
+    known = INSTALLATION.get()
+    if known is not None:  # the profiles there are ("" or null: the default one)
+        agent = schema["properties"]["agent"]["anyOf"][0]
+        agent["enum"] = ["", *sorted(known["profiles"])]
+        agent.pop("pattern", None)
+
+
 class StartRun(Input):
     """Start a run on a task, or on a ticket alone (its subject and body become the task)."""
 
     model_config = ConfigDict(
         strict=True,
         extra="ignore",
-        json_schema_extra={"anyOf": [{"required": ["task"]}, {"required": ["ticket"]}]},
+        json_schema_extra=_start_schema,
     )
 
-    task: str = ""
+    task: str = Field("", examples=["Where is order A1001?"])
     agent: str | None = None
     ticket: int | None = None
     mode: Literal["normal", "dry"] = Field(
@@ -121,6 +335,7 @@ _BLANK: dict[str, Any] = {
     "budget": {},
 }
 
+_SPACE = f"[{WHITESPACE}]*"
 ToolSelection = Annotated[
     int | str | None,
     WithJsonSchema(
@@ -128,6 +343,12 @@ ToolSelection = Annotated[
             "oneOf": [
                 {"const": "all"},
                 {"type": "integer", "minimum": 1, "maximum": MAX_TOP_N},
+                {"type": "null"},
+                {  # as a form sends it: "all" or the digits (_selection reads them)
+                    "type": "string",
+                    "not": {"const": "all"},
+                    "pattern": f"^{_SPACE}(all|0{{0,2}}[1-9]|0?[1-9][0-9]|100){_SPACE}$",
+                },
             ],
             "description": '"all": offer every allowed tool; N: the N most relevant and '
             "search_tools",
@@ -136,7 +357,7 @@ ToolSelection = Annotated[
 ]
 
 
-class Budget(BaseModel):
+class Budget(Documented):
     """What runs of a profile may spend (DESIGN §15). Sub-runs count toward their top
     run; a day is the installation's TIME_ZONE day; a run that has reached a limit makes
     no further model call and fails naming it."""
@@ -186,9 +407,137 @@ BudgetField = Annotated[
 ]
 
 
+#: What the installation's document states beyond the models' own rules (the tools, the
+#: profiles, the model providers it has: ``profile_rules.installation``), set by
+#: ``openapi.document`` while it builds the document for someone signed in.
+INSTALLATION: ContextVar[Mapping[str, Any] | None] = ContextVar("installation", default=None)
+
+MAX_PROMPT_ITERATIONS = 200  # max_iterations: 1 to this (profile_rules says the same)
+MIN_CONTEXT_TOKENS = 1000
+MAX_CONTEXT_TOKENS = 2**31 - 1  # the column's own limit (PositiveIntegerField)
+#: A profile's model: blank (the installation's), demo, or provider:model; the server's
+#: ``agents.model_problem`` reads it after strip() as this says.
+_W = f"[{WHITESPACE}]*"
+_MODEL_NAME = f"{_W}[^{WHITESPACE}{BAD_CHARS}][^{BAD_CHARS}]*"
+
+
+def model_pattern(providers: Iterable[str] = ("openai", "anthropic"), demo: bool = True) -> str:
+    kinds = [f"{_W}demo{_W}"] if demo else []
+    kinds += [f"{_W}{kind}:{_MODEL_NAME}" for kind in providers]
+    return f"^({'|'.join([_W, *kinds])})$"
+
+
+#: A threshold's argument names: identifiers without "__" (``profile_rules.policy_errors``)
+ARGUMENT_NAME = "^(_|(_?[A-Za-z]|_[0-9])[A-Za-z0-9]*(_[A-Za-z0-9]+)*_?)$"
+
+
+_NUMBER = {"type": "number", "minimum": -MAX_INT - 1, "maximum": MAX_INT}
+
+
+def _policy_schema(never: bool, escalation: bool) -> dict[str, Any]:
+    """One tool's approval policy, as ``profile_rules.policy_errors`` reads it."""
+    threshold = ["argument", "at_least", "sum_per"]
+    properties: dict[str, Any] = {
+        "argument": {"type": "string", "pattern": ARGUMENT_NAME},
+        "at_least": _NUMBER,
+        "sum_per": {"anyOf": [{"type": "string", "pattern": ARGUMENT_NAME}, {"type": "null"}]},
+        "approvers": {"type": "integer", "minimum": 1, "maximum": 10},
+    }
+    people = ["approvers"]
+    if escalation:
+        properties["escalate_after_minutes"] = {
+            "anyOf": [{**_NUMBER, "exclusiveMinimum": 0}, {"type": "null"}]
+        }
+        people.append("escalate_after_minutes")
+    names = ["always", "default", *(["never"] if never else [])]
+    return {
+        "anyOf": [
+            {"type": "string", "enum": names},
+            {"type": "null"},
+            {
+                "type": "object",
+                "properties": properties,
+                "additionalProperties": False,
+                "anyOf": [
+                    {"required": ["argument", "at_least"]},
+                    {
+                        "anyOf": [{"required": [key]} for key in people],
+                        "not": {"anyOf": [{"required": [key]} for key in threshold]},
+                    },
+                ],
+            },
+        ]
+    }
+
+
 def _profile_schema(schema: dict[str, Any], model: type[BaseModel]) -> None:
     for name in getattr(model, "undocumented_defaults", ()):
         schema["properties"][name].pop("default", None)
+    properties = schema["properties"]
+    for name in ("model",):  # a nullable field's pattern belongs to its string
+        if "pattern" in properties[name]:
+            properties[name]["anyOf"][0]["pattern"] = properties[name].pop("pattern")
+    if model.__name__ in ("ReplaceProfile", "ChangeProfile"):
+        properties["name"]["readOnly"] = True
+        properties["name"]["description"] = "the profile's own (a profile keeps its name)"
+    known = INSTALLATION.get()
+    if known is None:
+        return
+    # The names this installation has: a generated client offers them, a fuzzer uses them.
+    tools = sorted(known["tools"])
+    properties["allowed_tools"]["anyOf"][0]["items"] = {
+        "type": "string",
+        "enum": sorted({*tools, *known["wildcards"]}),
+    }
+    properties["risk_overrides"]["anyOf"][0] = {
+        "type": "object",
+        "propertyNames": {"enum": tools},
+        "additionalProperties": {"type": "string", "enum": ["low", "medium", "high"]},
+    }
+    properties["approval_policies"]["anyOf"][0] = {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            tool: _policy_schema(
+                known["unapproved_high_risk"] or known["risk"].get(tool) != "high",
+                known["escalation"],
+            )
+            for tool in tools
+        },
+    }
+    # "never" (no approval) only for a tool this profile does not make high-risk
+    never = [
+        tool
+        for tool in tools
+        if not known["unapproved_high_risk"] and known["risk"].get(tool) != "high"
+    ]
+    if never:
+        schema["not"] = {
+            "anyOf": [
+                {
+                    "required": ["approval_policies", "risk_overrides"],
+                    "properties": {
+                        "approval_policies": {
+                            "required": [t],
+                            "properties": {t: {"const": "never"}},
+                        },
+                        "risk_overrides": {"required": [t], "properties": {t: {"const": "high"}}},
+                    },
+                }
+                for t in never
+            ]
+        }
+    properties["delegates"]["anyOf"][0]["items"] = {
+        "type": "string",
+        "enum": sorted(known["profiles"]),
+    }
+    properties["validator"]["anyOf"][0] = {"type": "string", "enum": ["", *known["validators"]]}
+    properties["model"]["anyOf"][0]["pattern"] = model_pattern(known["providers"])
+
+
+_PROMPT = "You answer questions about orders for {{user}}."
+_LIMITS = {"string_too_long", "greater_than_equal", "less_than_equal"}
+NAME = "^[-a-zA-Z0-9_]+$"  # a slug, as AgentProfile.name's validator
 
 
 class ProfileFields(Input):
@@ -198,25 +547,33 @@ class ProfileFields(Input):
 
     model_config = ConfigDict(strict=True, extra="forbid", json_schema_extra=_profile_schema)
 
-    name: str = Field("", json_schema_extra={"pattern": "^[-a-zA-Z0-9_]+$"})
-    description: str | None = ""
-    system_prompt: str = ""
-    model: str | None = Field(None, description="null: the installation's AGENTWEB_MODEL")
+    name: str = Field("", max_length=60, json_schema_extra={"pattern": NAME})
+    description: str | None = Field("", max_length=300)
+    system_prompt: str = Field("", examples=[_PROMPT], json_schema_extra={"pattern": NON_BLANK})
+    model: str | None = Field(
+        None,
+        max_length=120,
+        description="null or blank: the installation's AGENTWEB_MODEL; demo, "
+        "openai:<model> or anthropic:<model> (a provider whose key is set)",
+        json_schema_extra={"pattern": model_pattern()},
+    )
     allowed_tools: list[str] | None = Field(
         [],
         description="tool names; an MCP server's as <server>__<tool>, or all of them as "
         "<server>__*; empty: every tool of the AGENTWEB_TOOLS modules and no MCP server's",
     )
     tool_selection: ToolSelection = "all"
-    validator: str | None = Field(None, description="dotted path of a completion validator")
+    validator: str | None = Field(
+        None, max_length=200, description="dotted path of a completion validator"
+    )
     approval_policies: dict[str, Any] | None = Field(
         {}, description='per tool: "always", "never" or {"argument", "at_least", "sum_per"}'
     )
     risk_overrides: dict[str, Any] | None = Field(
         {}, description='per tool: "low", "medium" or "high"'
     )
-    max_iterations: int = 20
-    context_budget_tokens: int = 16000
+    max_iterations: int = Field(20, ge=1, le=MAX_PROMPT_ITERATIONS)
+    context_budget_tokens: int = Field(16000, ge=MIN_CONTEXT_TOKENS, le=MAX_CONTEXT_TOKENS)
     delegates: list[str] | None = Field([], description="profiles this one may hand work to")
     vision: bool = True
     budget: BudgetField = {}
@@ -239,6 +596,23 @@ class ProfileFields(Input):
         "budget": "an object with any of max_cost_usd_per_run, max_tokens_per_run (a whole "
         "number, 1 or more) and daily_cost_usd (US dollars, 0 or more)",
     }
+
+    #: field -> what is wrong when its value is out of the documented bounds
+    limit_errors: ClassVar[dict[str, str]] = {
+        "name": "at most 60 characters",
+        "description": "at most 300 characters",
+        "model": "at most 120 characters",
+        "validator": "at most 200 characters",
+        "max_iterations": f"must be from 1 to {MAX_PROMPT_ITERATIONS}",
+        "context_budget_tokens": f"must be from {MIN_CONTEXT_TOKENS} to {MAX_CONTEXT_TOKENS}",
+    }
+
+    @field_validator("system_prompt")
+    @classmethod
+    def _prompt(cls, value: str) -> str:
+        if not value.strip():  # NON_BLANK says the same: str.strip() removes WHITESPACE
+            raise ValueError("required")
+        return value
 
     @field_validator("budget")
     @classmethod
@@ -287,6 +661,8 @@ class ProfileFields(Input):
                 errors.setdefault(field, "required")
             elif error["type"] == "value_error":
                 errors.setdefault(field, str(error.get("ctx", {}).get("error", error["msg"])))
+            elif error["type"] in _LIMITS and field in cls.limit_errors:
+                errors.setdefault(field, cls.limit_errors[field])
             else:
                 errors.setdefault(field, cls.type_errors.get(field, error["msg"]))
         out: dict[str, str] = {}  # in the order people read: unknown, wrong, then missing
@@ -323,13 +699,13 @@ class CreateProfile(ProfileFields):
     """A new agent profile: only name and system_prompt are required; the rest default as
     shown. Also what `manage.py agents import` reads for a profile that does not exist."""
 
-    name: str = Field(json_schema_extra={"pattern": "^[-a-zA-Z0-9_]+$"})
-    system_prompt: str
+    name: str = Field(max_length=60, json_schema_extra={"pattern": NAME})
+    system_prompt: str = Field(examples=[_PROMPT], json_schema_extra={"pattern": NON_BLANK})
 
-    @field_validator("name", "system_prompt")
+    @field_validator("name")
     @classmethod
-    def _not_empty(cls, value: str, info: ValidationInfo) -> str:
-        if not (value.strip() if info.field_name == "name" else value):
+    def _not_empty(cls, value: str) -> str:
+        if not value.strip():
             raise ValueError("required")
         return value
 
@@ -339,7 +715,7 @@ class ReplaceProfile(ProfileFields):
     given, must be the profile's own (a profile keeps its name). Also what
     `manage.py agents import` reads for a profile that exists."""
 
-    system_prompt: str
+    system_prompt: str = Field(examples=[_PROMPT], json_schema_extra={"pattern": NON_BLANK})
 
 
 class ChangeProfile(ProfileFields):

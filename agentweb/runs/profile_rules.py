@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 
 from agentweb.budgets.limits import budget_problem
@@ -77,7 +78,7 @@ def profile_errors(profile: Any) -> dict[str, str]:
         if problem:
             errors["model"] = problem
     if profile.max_iterations is not None and not 1 <= profile.max_iterations <= 200:
-        errors["max_iterations"] = "must be from 1 to 200"
+        errors["max_iterations"] = "must be from 1 to 200"  # api_input says the same
     if profile.context_budget_tokens is not None and profile.context_budget_tokens < 1000:
         errors["context_budget_tokens"] = "must be at least 1000"
     if isinstance(profile.system_prompt, str):
@@ -91,6 +92,32 @@ def profile_errors(profile: Any) -> dict[str, str]:
     if problem:
         errors["budget"] = problem
     return errors
+
+
+#: Completion validators agentweb brings (a profile may name any importable one).
+BUNDLED_VALIDATORS = ("agentweb.shop.validators.claims_validator",)
+
+
+def installation() -> dict[str, Any]:
+    """What the OpenAPI document states for this installation beyond the models' rules:
+    the tools a profile may name (with their risk), the ``<server>__*`` wildcards, the
+    profiles, the validators in use, the model providers whose keys are set, and the
+    settings approval policies depend on (``api_input._profile_schema``)."""
+    profiles = apps.get_model("runs", "AgentProfile").objects
+    tools = set(toolset.registry().names()) | set(toolset.BUILTIN_RISK)
+    validators = set(BUNDLED_VALIDATORS) | {
+        v for v in profiles.exclude(validator="").values_list("validator", flat=True)
+    }
+    return {
+        "tools": tools,
+        "risk": {name: toolset.risk_of(name) for name in tools},
+        "wildcards": toolset.tool_wildcards(),
+        "profiles": set(profiles.values_list("name", flat=True)),
+        "validators": sorted(validators),
+        "providers": [k for k in ("openai", "anthropic") if not agents.model_problem(f"{k}:m")],
+        "unapproved_high_risk": bool(settings.AGENTWEB_ALLOW_UNAPPROVED_HIGH_RISK),
+        "escalation": bool(settings.AGENTWEB_ESCALATION_GROUP),
+    }
 
 
 def _stored_names(profile: Any) -> dict[str, Any]:

@@ -13,14 +13,19 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from agentweb.runs import actions as run_actions
-from agentweb.runs.api import _body, _int_param, _user, api_view
+from agentweb.runs.api import _body, _user, api_view
 from agentweb.tickets import actions
-from agentweb.tickets.api_input import AddMessage, ChangeTicket, CreateTicket, InvalidTicket
+from agentweb.tickets.api_input import (
+    AddMessage,
+    ChangeTicket,
+    CreateTicket,
+    InvalidTicket,
+    ListTickets,
+)
 from agentweb.tickets.models import Ticket
 from agentweb.tickets.serialize import ticket_json, tickets_json, with_thread
 
 View = Callable[..., HttpResponse]
-MAX_LIST = 500
 
 
 def invalid(exc: InvalidTicket) -> JsonResponse:
@@ -77,10 +82,9 @@ def filtered(qs: QuerySet[Ticket], params: Any) -> QuerySet[Ticket]:
 def tickets(request: HttpRequest) -> HttpResponse:
     if request.method == "POST":
         return _create(request)
-    qs = filtered(Ticket.objects.visible_to(request.user), request.GET)
-    limit = min(_int_param(request, "limit", 100), MAX_LIST)
-    offset = _int_param(request, "offset", 0)
-    page = list(with_thread(qs)[offset : offset + limit])
+    query = ListTickets.parse(request.GET)
+    qs = filtered(Ticket.objects.visible_to(request.user), query.model_dump())
+    page = list(with_thread(qs)[query.offset : query.offset + query.limit])
     return JsonResponse({"tickets": tickets_json(page)})
 
 

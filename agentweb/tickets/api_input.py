@@ -21,6 +21,8 @@ from pydantic import (
     field_validator,
 )
 
+from agentweb.middleware import MAX_INT
+from agentweb.runs.api_input import BAD_CHARS, NON_BLANK, WHITESPACE, Documented, OneOf, Query
 from agentweb.runs.errors import ActionError
 from agentweb.tickets.actions import SOURCE_NAME
 from agentweb.tickets.models import MAX_QUEUE, MAX_SUBJECT, MAX_TAG, Ticket
@@ -29,6 +31,7 @@ MAX_BODY = 200_000  # characters of one message
 MAX_TAGS = 50
 MAX_FIELDS_BYTES = 64_000  # of a ticket's fields, as JSON
 MAX_EXTERNAL_ID = 500
+MAX_LIST = 500  # tickets in one answer
 
 
 class InvalidTicket(ActionError):
@@ -75,7 +78,12 @@ def _fields(value: dict[str, Any]) -> dict[str, Any]:
 Subject = Annotated[str, Field(max_length=MAX_SUBJECT), _stripped(MAX_SUBJECT, "subject")]
 MessageBody = Annotated[str, Field(max_length=MAX_BODY)]
 Queue = Annotated[str, Field(max_length=MAX_QUEUE), _stripped(MAX_QUEUE, "queue")]
-Tags = Annotated[list[str], AfterValidator(_tags), Field(description="strings; kept once each")]
+Tag = Annotated[str, Field(max_length=MAX_TAG)]
+Tags = Annotated[
+    list[Tag],
+    Field(max_length=MAX_TAGS, description="strings; blank ones dropped, each kept once"),
+    AfterValidator(_tags),
+]
 Fields = Annotated[
     dict[str, Any],
     AfterValidator(_fields),
@@ -86,7 +94,7 @@ ExternalId = Annotated[
 ]
 
 
-class TicketInput(BaseModel):
+class TicketInput(Documented):
     """A request body: strict JSON types, unknown keys ignored."""
 
     model_config = ConfigDict(strict=True, extra="ignore")
@@ -116,9 +124,15 @@ class TicketInput(BaseModel):
             raise InvalidTicket(message, field) from None
 
 
+_W = f"[{WHITESPACE}]*"
+_ADDRESS = f"[^@<>{WHITESPACE}{BAD_CHARS}]+"
+
+
 class Requester(TicketInput):
-    email: Annotated[str, _stripped(320, "requester.email")] = ""
-    name: Annotated[str, _stripped(200, "requester.name")] = ""
+    email: Annotated[str, _stripped(320, "requester.email")] = Field(
+        "", max_length=320, json_schema_extra={"pattern": f"^{_W}({_ADDRESS}@{_ADDRESS})?{_W}$"}
+    )
+    name: Annotated[str, _stripped(200, "requester.name")] = Field("", max_length=200)
 
     @field_validator("email")
     @classmethod
@@ -148,9 +162,15 @@ class CreateTicket(TicketInput):
 
     type_errors: ClassVar[dict[str, str]] = _TYPES
 
-    source: str = Field("api", description='"api" unless the ticket comes from elsewhere')
+    source: str = Field(
+        "api",
+        description='"api" unless the ticket comes from elsewhere',
+        json_schema_extra={"pattern": SOURCE_NAME.pattern},
+    )
     external_id: ExternalId = Field("", description="the id at the source; unique per source")
-    subject: Subject
+    subject: Subject = Field(
+        examples=["Where is my order?"], json_schema_extra={"pattern": NON_BLANK}
+    )
     body: MessageBody = ""
     requester: Requester = Field(default_factory=Requester)
     queue: Queue = ""
@@ -190,9 +210,11 @@ class AddMessage(TicketInput):
 
     type_errors: ClassVar[dict[str, str]] = _TYPES
 
-    body: MessageBody
+    body: MessageBody = Field(
+        examples=["It has not arrived yet."], json_schema_extra={"pattern": NON_BLANK}
+    )
     direction: Literal["in", "out"] = "in"
-    author: Annotated[str, _stripped(320, "author")] = ""
+    author: Annotated[str, _stripped(320, "author")] = Field("", max_length=320)
 
     @field_validator("body")
     @classmethod
@@ -202,6 +224,20 @@ class AddMessage(TicketInput):
         return value
 
 
+class ListTickets(Query):
+    """``GET /api/tickets``: every filter optional (``api.filtered`` reads them)."""
+
+    status: Annotated[str | None, OneOf(Ticket.Status.values, "status")] = None
+    queue: str = ""
+    source: str = ""
+    tag: str = ""
+    q: str = Field(
+        "", description="Words in the subject, the messages or the requester; #id; an external id"
+    )
+    limit: int = Field(100, ge=0, le=MAX_LIST, description="at most this many")
+    offset: int = Field(0, ge=0, le=MAX_INT, description="after skipping this many")
+
+
 def request_schema(model: type[BaseModel]) -> dict[str, Any]:
     """The JSON schema of a request body for the OpenAPI document, nested models inline."""
     schema = model.model_json_schema(ref_template="#/$defs/{model}")
@@ -209,7 +245,7 @@ def request_schema(model: type[BaseModel]) -> dict[str, Any]:
 
     def inline(node: Any) -> Any:
         if isinstance(node, dict):
-            if "$ref" in node:
+            if "$ref" in node and node["$ref"].startswith("#/$defs/"):
                 return inline(defs[node["$ref"].rsplit("/", 1)[1]])
             return {k: inline(v) for k, v in node.items() if k != "title"}
         if isinstance(node, list):

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentweb.tickets.api_input import AddMessage, ChangeTicket, CreateTicket, request_schema
+from agentweb.runs.api_input import PATH_ID, query_parameters, request_body
+from agentweb.tickets.api_input import (
+    AddMessage,
+    ChangeTicket,
+    CreateTicket,
+    ListTickets,
+    request_schema,
+)
 from agentweb.tickets.models import Ticket
 
 
@@ -32,10 +39,10 @@ def _errors(*codes: str) -> dict[str, Any]:
 
 
 def _body(model: Any) -> dict[str, Any]:
-    return {"required": True, "content": {"application/json": {"schema": request_schema(model)}}}
+    return request_body(model, request_schema(model))
 
 
-_ID = {"name": "id", "in": "path", "required": True, "schema": {"type": "integer"}}
+_ID = {"name": "id", "in": "path", "required": True, "schema": PATH_ID}
 _STRING = {"type": "string"}
 
 MESSAGE: dict[str, Any] = {
@@ -132,20 +139,7 @@ MESSAGE_ON_TICKET = {
 
 SCHEMAS: dict[str, Any] = {"Ticket": TICKET, "TicketMessage": MESSAGE, "FieldError": FIELD_ERROR}
 
-_LIST_PARAMS = [
-    {"name": "status", "in": "query", "schema": {"enum": list(Ticket.Status.values)}},
-    {"name": "queue", "in": "query", "schema": _STRING},
-    {"name": "source", "in": "query", "schema": _STRING},
-    {"name": "tag", "in": "query", "schema": _STRING},
-    {
-        "name": "q",
-        "in": "query",
-        "schema": _STRING,
-        "description": "Words in the subject, the messages or the requester; #id; an external id",
-    },
-    {"name": "limit", "in": "query", "schema": {"type": "integer", "minimum": 0, "maximum": 500}},
-    {"name": "offset", "in": "query", "schema": {"type": "integer", "minimum": 0}},
-]
+_LIST_PARAMS = query_parameters(ListTickets)
 
 PATHS: dict[str, Any] = {
     "/api/tickets": {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -114,7 +115,7 @@ def test_bad_input_gets_a_json_error(people, enqueued, body, status, code) -> No
         ({"task": None}, "task must be a string"),
         ({"task": "x", "agent": 3}, "agent must be a string"),
         ({"task": "x", "ticket": True}, "ticket must be an integer id"),
-        ({"task": "x", "ticket": 7.0}, "ticket must be an integer id"),
+        ({"task": "x", "ticket": 7.5}, "ticket must be an integer id"),
     ],
 )
 def test_the_start_body_is_refused_with_words(people, enqueued, body, message) -> None:
@@ -137,7 +138,8 @@ def test_a_ticket_alone_starts_a_run_as_the_document_says(people, enqueued) -> N
     ticket = make_ticket("Late", "Where is it?", customer=customer)
     body = Client().get("/api/openapi.json").json()["paths"]["/api/runs"]["post"]["requestBody"]
     schema = body["content"]["application/json"]["schema"]
-    assert "required" not in schema and {"required": ["ticket"]} in schema["anyOf"]
+    assert "required" not in schema
+    assert ["ticket"] in [branch["required"] for branch in schema["anyOf"]]
     assert set(schema["properties"]) == {"task", "agent", "ticket", "mode"}
     response = post(bearer(people["operator"]), "/api/runs", {"ticket": ticket.pk})
     assert response.status_code == 201, response.json()
@@ -364,7 +366,8 @@ def test_every_request_body_in_the_document_is_the_model_its_endpoint_parses_wit
     for where, ticket_model in ticket_parsers.items():
         schema = bodies[where]["content"]["application/json"]["schema"]
         assert schema == ticket_input.request_schema(ticket_model), where
-        assert "$ref" not in str(schema) and "$defs" not in schema
+        refs = re.findall(r"'\$ref': '([^']*)'", str(schema))
+        assert set(refs) <= {"#/components/schemas/Json"} and "$defs" not in schema
     for where, model in parsers.items():
         schema = bodies[where]["content"]["application/json"]["schema"]
         assert schema == api_input.request_schema(model), where
