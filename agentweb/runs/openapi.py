@@ -10,8 +10,8 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
 from agentweb.budgets import openapi as budgets_doc
-from agentweb.middleware import MAX_INT
 from agentweb.mcpservers import openapi as mcp_doc
+from agentweb.middleware import MAX_INT
 from agentweb.runs import openapi_versions as versions_doc
 from agentweb.runs.api import _token_user
 from agentweb.runs.api_input import (
