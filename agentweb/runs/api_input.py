@@ -11,6 +11,7 @@ API and ``agents import``): the fields given, and every refusal by field (422 na
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from typing import Annotated, Any, ClassVar, Literal, Self
@@ -434,13 +435,22 @@ ARGUMENT_NAME = "^(_|(_?[A-Za-z]|_[0-9])[A-Za-z0-9]*(_[A-Za-z0-9]+)*_?)$"
 _NUMBER = {"type": "number", "minimum": -MAX_INT - 1, "maximum": MAX_INT}
 
 
-def _policy_schema(never: bool, escalation: bool) -> dict[str, Any]:
-    """One tool's approval policy, as ``profile_rules.policy_errors`` reads it."""
+def _policy_schema(
+    never: bool, escalation: bool, arguments: Iterable[str] | None
+) -> dict[str, Any]:
+    """One tool's approval policy, as ``profile_rules.policy_errors`` reads it (a rule's
+    argument and sum_per: one of the tool's ``arguments``, if it names them)."""
     threshold = ["argument", "at_least", "sum_per"]
+    name: dict[str, Any] = {"type": "string", "pattern": ARGUMENT_NAME}
+    if arguments is not None:
+        name = {
+            "type": "string",
+            "enum": sorted(a for a in arguments if re.search(ARGUMENT_NAME, a)),
+        }
     properties: dict[str, Any] = {
-        "argument": {"type": "string", "pattern": ARGUMENT_NAME},
+        "argument": name,
         "at_least": _NUMBER,
-        "sum_per": {"anyOf": [{"type": "string", "pattern": ARGUMENT_NAME}, {"type": "null"}]},
+        "sum_per": {"anyOf": [name, {"type": "null"}]},
         "approvers": {"type": "integer", "minimum": 1, "maximum": 10},
     }
     people = ["approvers"]
@@ -459,7 +469,7 @@ def _policy_schema(never: bool, escalation: bool) -> dict[str, Any]:
                 "properties": properties,
                 "additionalProperties": False,
                 "anyOf": [
-                    {"required": ["argument", "at_least"]},
+                    *([{"required": ["argument", "at_least"]}] if name.get("enum", [1]) else []),
                     {
                         "anyOf": [{"required": [key]} for key in people],
                         "not": {"anyOf": [{"required": [key]} for key in threshold]},
@@ -501,6 +511,7 @@ def _profile_schema(schema: dict[str, Any], model: type[BaseModel]) -> None:
             tool: _policy_schema(
                 known["unapproved_high_risk"] or known["risk"].get(tool) != "high",
                 known["escalation"],
+                known["arguments"].get(tool),
             )
             for tool in tools
         },

@@ -111,6 +111,7 @@ def installation() -> dict[str, Any]:
     return {
         "tools": tools,
         "risk": {name: toolset.risk_of(name) for name in tools},
+        "arguments": {name: _argument_names(name) for name in tools},
         "wildcards": toolset.tool_wildcards(),
         "profiles": set(profiles.values_list("name", flat=True)),
         "validators": sorted(validators),
