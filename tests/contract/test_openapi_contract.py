@@ -4,8 +4,9 @@ schemathesis (requirements-dev.txt) reads /api/openapi.json of a live server (Da
 the test database, as an admin with an API token, the document as that admin gets it),
 generates requests for every operation the document lists (whatever app added it), one
 operation at a time, and runs all its checks: no 5xx, status codes, content types,
-headers and bodies as documented, schema-valid requests accepted, schema-violating ones refused, 405 with
-Allow for undeclared methods, authentication honoured. Any finding fails the test.
+headers and bodies as documented, schema-valid requests accepted, schema-violating ones
+refused, 405 with Allow for undeclared methods, authentication honoured. Any finding
+fails the test.
 
 A fixed seed and a few examples per operation keep it repeatable and short; the same
 command by hand, with more examples, is in docs/integrate.md.
