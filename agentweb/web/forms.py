@@ -11,7 +11,7 @@ from django import forms
 from django.utils.text import capfirst
 
 from agentweb.middleware import BadInput, strict_json
-from agentweb.runs import profiles, toolset
+from agentweb.runs import profiles, prompts, toolset
 from agentweb.runs.models import AgentProfile, Run
 
 
@@ -216,7 +216,14 @@ class AgentProfileForm(forms.Form):
     name = _profile_field("name")
     description = _profile_field("description")
     model = _profile_field("model")
-    system_prompt = _profile_field("system_prompt", widget=_mono(14), strip=False)
+    system_prompt = _profile_field(
+        "system_prompt",
+        widget=_mono(14),
+        strip=False,
+        help_text="Template; variables: "
+        + ", ".join("{{" + name + "}}" for name in prompts.VARIABLES)
+        + " (any other name, or a {{ without its }}, is refused)",
+    )
     allowed_tools = _profile_field("allowed_tools", widget=_mono(3))
     tool_selection = _profile_field("tool_selection")
     validator = _profile_field(

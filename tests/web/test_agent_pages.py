@@ -139,15 +139,24 @@ def test_a_prompt_with_every_variable_and_a_known_policy_argument_are_saved(
 
 
 def test_every_problem_of_a_prompt_is_said_at_once() -> None:
-    from agentweb.runs.prompts import template_problem
+    from agentweb.runs.prompts import VARIABLES, template_problem
 
     said = template_problem("Hi {{usr}}.\nThe ticket: {{ticket\n")
     assert said is not None and said.startswith(
         "line 1: {{usr}} is not a variable; line 2: '{{ticket' is not closed with }}"
     )
     assert template_problem("{{ user }} {{ticket}}") is None
+    assert template_problem("".join("{{" + v + "}}" for v in VARIABLES)) is None
     crlf = template_problem("Hi.\r\nThe ticket: {{ticket\r\nBe brief.")  # as forms post
     assert crlf == "line 2: '{{ticket' is not closed with }}"
+
+
+def test_the_prompt_field_names_every_variable(admin: Client) -> None:
+    from agentweb.runs.prompts import VARIABLES
+
+    body = admin.get("/agents/new/").content.decode()
+    field = body.split('id="field-system_prompt"')[1].split("</label>")[1][:600]
+    assert all("{{" + v + "}}" in field for v in VARIABLES), field
 
 
 def test_a_stored_prompt_keeps_a_name_it_already_had(admin: Client) -> None:
