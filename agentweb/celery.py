@@ -1,9 +1,11 @@
 """Celery application: tasks are wake-up calls; PostgreSQL holds the truth."""
 
 import os
+import warnings
 from datetime import timedelta
 
 from celery import Celery, signals
+from celery.exceptions import CPendingDeprecationWarning
 
 from agentweb.observability import logs
 
@@ -12,6 +14,19 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentweb.settings")
 app = Celery("agentweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@signals.worker_ready.connect
+def _quiet_cancel_notice(**_: object) -> None:
+    # Celery warns at every lost broker connection that long-running tasks will be
+    # cancelled by default in 6.0, whatever the setting says; ours says False on purpose
+    # (settings.py). Ignored once the worker is ready: its logging set-up (after
+    # worker_init) puts an "always" filter for these warnings first.
+    warnings.filterwarnings(
+        "ignore",
+        message=r"\s*In Celery 5\.1 we introduced an optional breaking change",
+        category=CPendingDeprecationWarning,
+    )
 
 
 @signals.worker_init.connect

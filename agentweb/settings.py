@@ -172,6 +172,11 @@ CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+# A run's task goes on when the broker's connection drops: the run is a PostgreSQL row
+# under a lease, its steps are stored, and a message Redis lost is sent again by beat's
+# sweep. Cancelling it (Celery 6.0's coming default) would only throw its work away. Said
+# here, Celery's warning about that default is noise (agentweb/celery.py silences it).
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 
 # --- Agent configuration.
 AGENTWEB_MODEL = model_spec(env_str("AGENTWEB_MODEL", "demo"))
