@@ -129,7 +129,9 @@ def test_already_decided_is_told_ephemerally(posted: Any, slack: Receiver) -> No
     assert "already approved" in second["text"]
 
 
-@pytest.mark.parametrize("how", ["wrong secret", "too old", "unsigned", "body changed"])
+@pytest.mark.parametrize(
+    "how", ["wrong secret", "too old", "from the future", "unsigned", "body changed"]
+)
 def test_a_bad_signature_is_401_and_decides_nothing(posted: Any, slack: Receiver, how: str) -> None:
     waiting, message = posted
     payload = block_actions(
@@ -139,7 +141,7 @@ def test_a_bad_signature_is_401_and_decides_nothing(posted: Any, slack: Receiver
         response_url=slack.url("/actions/T1/respond"),
     )
     secret = "not-the-secret" if how == "wrong secret" else SLACK_SECRET
-    ts = int(time.time()) - 301 if how == "too old" else None
+    ts = {"too old": int(time.time()) - 301, "from the future": int(time.time()) + 301}.get(how)
     body, headers = signed(secret, payload, timestamp=ts)
     if how == "unsigned":
         del headers["X-Slack-Signature"]
