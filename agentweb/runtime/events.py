@@ -62,6 +62,7 @@ __all__ = [
     "Unset",
     "misfit",
     "parse",
+    "read",
 ]
 
 RUN_STARTED = "run_started"
@@ -431,6 +432,33 @@ def parse(kind: str, data: Mapping[str, Any]) -> Event:
         return cls(**data)
     values = {k: v for k, v in data.items() if k in spec.known}
     values[spec.spread] = {k: v for k, v in data.items() if k not in spec.known}
+    return cls(**values)
+
+
+def read(kind: str, data: Any) -> Event | None:
+    """A stored row of any age as its event, for readers that must show every row (the
+    pages): ``parse`` when it fits; a row of a known type that does not (an older or
+    partial shape, a file's) as its class all the same, a missing key read as None and an
+    unknown one left out (the row's data still has it); None for an unknown type.
+
+    Values are not checked, so a reader of such an event treats a None or ill-typed field
+    as absent, as it would read the row's dict."""
+    cls = CLASSES.get(kind)
+    if cls is None:
+        return None
+    if isinstance(data, Mapping):
+        try:
+            return parse(kind, data)
+        except (EventShapeError, TypeError):  # TypeError: an ill-typed "actions"
+            pass
+    given: Mapping[str, Any] = data if isinstance(data, Mapping) else {}
+    spec = _spec(cls)
+    values: dict[str, Any] = {k: given.get(k) for k in spec.required}
+    values.update((k, v) for k, v in given.items() if k in spec.known)
+    if spec.spread is not None:
+        actions = given.get("actions")
+        names = {a for a in actions if isinstance(a, str)} if isinstance(actions, list) else set()
+        values[spec.spread] = {k: v for k, v in given.items() if k in names and k not in spec.known}
     return cls(**values)
 
 

@@ -1,6 +1,9 @@
 """Turn stored run events into what the pages show: steps, timing, cost, replay context.
 
-Everything here reads stored events only; nothing calls a model or a tool.
+Everything here reads stored events only; nothing calls a model or a tool. Rows of any
+age are read with ``events.read``: the typed event where a row fits its type, and for an
+older or partial row (a missing key is None) its class all the same, so such a row counts
+in timing and compare as it always did; readers treat a None or ill-typed field as absent.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from typing import Any, ClassVar
 from agentweb.runs.event_text import pretty, text_of
 from agentweb.runs.models import Run, RunEvent
 from agentweb.runs.pricing import cost_usd
+from agentweb.runtime import events as ev
 from agentweb.runtime import trace
 from agentweb.runtime.events import EVENT_TYPES
 
@@ -44,6 +48,11 @@ class Step:
     cost: float | None = 0.0
     ctx: int = 0  # replay: how many context messages the model had at this step
     final_text: bool = False  # a model turn whose text is the run's final answer
+    event: ev.Event | None = field(default=None, repr=False)  # events.read(type, data)
+
+    def __post_init__(self) -> None:
+        if self.event is None:
+            self.event = ev.read(self.type, self.data)  # stays None for an unknown type
 
     @property
     def dom_id(self) -> str:
@@ -59,10 +68,11 @@ class Step:
     def images(self) -> list[dict[str, Any]]:
         """The images a tool call returned, as stored: only URLs of our own image view
         (an imported file cannot make the page load anything else)."""
-        if self.type != "tool_call_finished":
+        if not isinstance(self.event, ev.ToolCallFinished):
             return []
         out = []
-        for image in self.data.get("images") or ():
+        images = self.event.images
+        for image in images if isinstance(images, list) else ():
             url = image.get("url") if isinstance(image, dict) else None
             if isinstance(url, str) and _IMAGE_URL.search(url) and url.startswith("/"):
                 out.append(
@@ -95,7 +105,7 @@ def steps_for(events: Iterable[RunEvent], *, model: str = "", turn_base: int = 0
     for event in events:
         data = event.data if isinstance(event.data, dict) else {"value": event.data}
         step = Step(seq=event.seq, type=event.type, at=event.at, data=data)
-        if event.type == "model_called":
+        if isinstance(step.event, ev.ModelCalled):
             turn += 1
             step.turn = turn
             step.cost = step_cost(data, model)
@@ -107,16 +117,18 @@ def steps_for(events: Iterable[RunEvent], *, model: str = "", turn_base: int = 0
 def _mark_final_text(steps: list[Step]) -> None:
     """The model turn that wrote the final answer says so instead of repeating it (the
     answer is shown once, in the run_finished card)."""
-    finished = [s for s in steps if s.type == "run_finished"]
+    finished = [s for s in steps if isinstance(s.event, ev.RunFinished)]
     if not finished:
         return
-    answer = str(finished[-1].data.get("final_answer") or "").strip()
+    last = finished[-1].event
+    assert isinstance(last, ev.RunFinished)
+    answer = str(last.final_answer or "").strip()
     if not answer:
         return
     for step in reversed(steps):
-        if step.seq > finished[-1].seq or step.type != "model_called":
+        if step.seq > finished[-1].seq or not isinstance(step.event, ev.ModelCalled):
             continue
-        if str(step.data.get("text") or "").strip() == answer:
+        if str(step.event.text or "").strip() == answer:
             step.final_text = True
         return
 
@@ -154,40 +166,44 @@ def _ms(value: Any) -> float:
     return number if 0 < number < float("inf") else 0.0
 
 
+def _text(value: Any, absent: str = "") -> str:
+    """A field as text; ``absent`` when it is None (a key an older row lacks)."""
+    return absent if value is None else str(value)
+
+
 def timing_for(events: Iterable[RunEvent | Step]) -> Timing:
     """Model time, tool time and time waiting for approval, plus the strip's segments in
     the order they happened."""
     timing = Timing()
     raw: list[dict[str, Any]] = []
     asked: dict[str, Any] = {}
-    for event in events:
-        data = event.data if isinstance(event.data, dict) else {}
-        if event.type == "model_called":
-            ms = _ms(data.get("latency_ms"))
-            timing.model_ms += ms
-            raw.append({"kind": "model", "ms": ms, "seq": event.seq, "label": "model"})
-        elif event.type == "tool_call_finished":
-            ms = _ms(data.get("duration_ms"))
-            timing.tool_ms += ms
-            raw.append(
-                {"kind": "tool", "ms": ms, "seq": event.seq, "label": str(data.get("tool", "tool"))}
-            )
-        elif event.type == "approval_requested":
-            asked[str(data.get("call_id", ""))] = event.at
-        elif event.type == "approval_decided":
-            start = asked.pop(str(data.get("call_id", "")), None)
-            if start is None or event.at is None:
-                continue
-            ms = _ms((event.at - start).total_seconds() * 1000)
-            timing.wait_ms += ms
-            raw.append(
-                {
-                    "kind": "wait",
-                    "ms": ms,
-                    "seq": event.seq,
-                    "label": f"waiting for approval ({data.get('tool', '')})",
-                }
-            )
+    for item in events:
+        match item.event if isinstance(item, Step) else ev.read(item.type, item.data):
+            case ev.ModelCalled(latency_ms=latency):
+                ms = _ms(latency)
+                timing.model_ms += ms
+                raw.append({"kind": "model", "ms": ms, "seq": item.seq, "label": "model"})
+            case ev.ToolCallFinished(duration_ms=duration, tool=tool):
+                ms = _ms(duration)
+                timing.tool_ms += ms
+                label = _text(tool, "tool")
+                raw.append({"kind": "tool", "ms": ms, "seq": item.seq, "label": label})
+            case ev.ApprovalRequested(call_id=call_id):
+                asked[_text(call_id)] = item.at
+            case ev.ApprovalDecided(call_id=call_id, tool=tool):
+                start = asked.pop(_text(call_id), None)
+                if start is None or item.at is None:
+                    continue
+                ms = _ms((item.at - start).total_seconds() * 1000)
+                timing.wait_ms += ms
+                raw.append(
+                    {
+                        "kind": "wait",
+                        "ms": ms,
+                        "seq": item.seq,
+                        "label": f"waiting for approval ({_text(tool)})",
+                    }
+                )
     total = timing.strip_ms
     for seg in raw:
         seg["pct"] = round(100 * seg["ms"] / total, 2) if total else 0
@@ -206,7 +222,7 @@ def usage_for(run: Run) -> dict[str, Any]:
 def total_cost(run: Run, steps: Sequence[Step] | None = None) -> float | None:
     """The run's cost in USD, or None when a model's price is unknown (never a guess)."""
     if steps is not None:
-        costs = [s.cost for s in steps if s.type == "model_called"]
+        costs = [s.cost for s in steps if isinstance(s.event, ev.ModelCalled)]
         if any(c is None for c in costs):
             return None
         usage_cost = (run.usage or {}).get("cost_usd")
@@ -336,34 +352,47 @@ class Turn:
         return f"{self.text}|{','.join(self.asked)}"
 
 
-def _tokens(data: dict[str, Any], key: str) -> int:
-    tokens = data.get("tokens")
+def _tokens(tokens: Any, key: str) -> int:
     value = tokens.get(key) if isinstance(tokens, dict) else None
     return value if isinstance(value, int) and value >= 0 else 0
 
 
-_CALL_EVENTS = frozenset(
-    ("approval_requested", "approval_decided", "tool_call_started", "tool_call_finished")
-)
+CallEvent = ev.ApprovalRequested | ev.ApprovalDecided | ev.ToolCallStarted | ev.ToolCallFinished
 
 
-def _apply(call: Call, kind: str, data: dict[str, Any]) -> None:
-    if kind == "approval_requested":
-        call.arguments = data.get("arguments")
-        call.decision = "awaiting"
-    elif kind == "approval_decided":
-        call.decision = str(data.get("decision") or "")
-        call.comment = str(data.get("comment") or "")
-        if data.get("arguments") is not None:
-            call.arguments = data.get("arguments")
-    elif kind == "tool_call_started":
-        call.tool = str(data.get("tool", "")) or call.tool
-        call.arguments = data.get("arguments")
-    else:
-        call.ok = bool(data.get("ok"))
-        call.result = data.get("result")
-        call.error = str(data.get("error") or "")
-        call.duration_ms = _ms(data.get("duration_ms"))
+def _apply(call: Call, event: CallEvent) -> None:
+    match event:
+        case ev.ApprovalRequested(arguments=arguments):
+            call.arguments = arguments
+            call.decision = "awaiting"
+        case ev.ApprovalDecided(decision=decision, comment=comment, arguments=arguments):
+            call.decision = str(decision or "")
+            call.comment = str(comment or "")
+            if arguments is not None:
+                call.arguments = arguments
+        case ev.ToolCallStarted(tool=tool, arguments=arguments):
+            call.tool = _text(tool) or call.tool
+            call.arguments = arguments
+        case ev.ToolCallFinished(ok=ok, result=result, error=error, duration_ms=duration):
+            call.ok = bool(ok)
+            call.result = result
+            call.error = str(error or "")
+            call.duration_ms = _ms(duration)
+
+
+def _turn(step: Step, event: ev.ModelCalled) -> Turn:
+    asked = event.tool_calls
+    return Turn(
+        turn=step.turn,
+        text=str(event.text or ""),
+        asked=[str(c.get("name", "")) for c in asked if isinstance(c, dict)]
+        if isinstance(asked, list)
+        else [],
+        input_tokens=_tokens(event.tokens, "input"),
+        output_tokens=_tokens(event.tokens, "output"),
+        cost=step.cost,
+        latency_ms=_ms(event.latency_ms),
+    )
 
 
 def calls_of(steps: Iterable[Step], *, turns: bool = False) -> list[Call | Turn]:
@@ -372,31 +401,19 @@ def calls_of(steps: Iterable[Step], *, turns: bool = False) -> list[Call | Turn]
     calls: dict[str, Call] = {}
     order: list[Call | Turn] = []
     for step in steps:
-        data = step.data
-        call_id = str(data.get("call_id", ""))
-        if step.type == "model_called" and turns:
-            asked = data.get("tool_calls")
-            order.append(
-                Turn(
-                    turn=step.turn,
-                    text=str(data.get("text") or ""),
-                    asked=[str(c.get("name", "")) for c in asked or () if isinstance(c, dict)]
-                    if isinstance(asked, list)
-                    else [],
-                    input_tokens=_tokens(data, "input"),
-                    output_tokens=_tokens(data, "output"),
-                    cost=step.cost,
-                    latency_ms=_ms(data.get("latency_ms")),
-                )
-            )
-        elif step.type in _CALL_EVENTS:
+        event = step.event
+        if isinstance(event, ev.ModelCalled):
+            if turns:
+                order.append(_turn(step, event))
+        elif isinstance(event, CallEvent):
+            call_id = _text(event.call_id)
             call = calls.get(call_id)
             if call is None:
-                if step.type == "approval_decided":
+                if isinstance(event, ev.ApprovalDecided):
                     continue
-                call = calls[call_id] = Call(call_id, str(data.get("tool", "")), None)
+                call = calls[call_id] = Call(call_id, _text(event.tool), None)
                 order.append(call)
-            _apply(call, step.type, data)
+            _apply(call, event)
     return order
 
 

@@ -157,6 +157,29 @@ def test_parsing_refuses_data_that_does_not_fit():
         ev.parse("run_exploded", {})
 
 
+@pytest.mark.parametrize("n", range(len(STORED)))
+def test_the_tolerant_reader_gives_a_fitting_row_as_parse_does(n):
+    stored = json.loads(STORED[n])
+    assert ev.read(stored["type"], stored["data"]) == BUILT[n]
+
+
+def test_the_tolerant_reader_keeps_an_older_or_partial_row_as_its_class():
+    # a model_called of an older shape (no finish_reason/iteration), with a key it never had
+    row = {"model": "m", "latency_ms": 120, "tokens": {"input": 3}, "text": "hi", "old": 1}
+    with pytest.raises(ev.EventShapeError):
+        ev.parse("model_called", row)
+    event = ev.read("model_called", row)
+    assert isinstance(event, ev.ModelCalled)
+    assert (event.latency_ms, event.text, event.tool_calls, event.finish_reason) == (
+        120, "hi", None, None,
+    )  # fmt: skip
+    assert event.cost_usd is ev.UNSET  # an optional key absent reads as its default
+    assert isinstance(ev.read("tool_call_finished", "not a dict"), ev.ToolCallFinished)
+    assert ev.read("run_exploded", {}) is None
+    done = ev.read("context_compacted", {"actions": ["drop", 5], "drop": [1], "x": 2})
+    assert isinstance(done, ev.ContextCompacted) and done.done == {"drop": [1]}
+
+
 def test_readers_match_on_the_classes():
     def cost(event: ev.Event) -> float:
         match event:
