@@ -158,7 +158,8 @@ def runs(request: HttpRequest) -> HttpResponse:
             mode=start.mode,
         )
         run = Run.objects.select_related("agent", "created_by").get(pk=run.pk)
-        return JsonResponse(run.as_json(), status=201)
+        # Created in this request: no child, approval or tool call of it to look up yet.
+        return JsonResponse(run.as_json([], []), status=201)
     query = ListRuns.parse(request.GET)
     qs = Run.objects.visible_to(request.user)
     if query.status:
