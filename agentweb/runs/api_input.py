@@ -86,7 +86,7 @@ class ApiJsonSchema(GenerateJsonSchema):
     _ANY = "x-agentweb-json"  # a stand-in while pydantic resolves its own references
 
     def generate(self, schema: core_schema.CoreSchema, mode: Any = "validation") -> Any:
-        return _json_refs(super().generate(schema, mode=mode), self._ANY)
+        return _own_patterns(_json_refs(super().generate(schema, mode=mode), self._ANY))
 
     def str_schema(self, schema: core_schema.StringSchema) -> JsonSchemaValue:
         out = super().str_schema(schema)
@@ -127,6 +127,22 @@ class ApiJsonSchema(GenerateJsonSchema):
             out.setdefault("propertyNames", {"pattern": TEXT})
             out.setdefault("additionalProperties", {self._ANY: True})
         return out
+
+
+def _own_patterns(value: Any) -> Any:
+    """A nullable field's own pattern (``str | None`` with ``pattern`` beside ``anyOf``)
+    goes to its string, in place of the generic NUL-free one."""
+    if isinstance(value, dict):
+        out = {k: _own_patterns(v) for k, v in value.items()}
+        strings = [
+            b for b in out.get("anyOf", []) if isinstance(b, dict) and b.get("type") == "string"
+        ]
+        if "pattern" in out and len(strings) == 1:
+            strings[0]["pattern"] = out.pop("pattern")
+        return out
+    if isinstance(value, list):
+        return [_own_patterns(v) for v in value]
+    return value
 
 
 def _json_refs(value: Any, stand_in: str) -> Any:
@@ -422,10 +438,12 @@ _W = f"[{WHITESPACE}]*"
 _MODEL_NAME = f"{_W}[^{WHITESPACE}{BAD_CHARS}][^{BAD_CHARS}]*"
 
 
-def model_pattern(providers: Iterable[str] = ("openai", "anthropic"), demo: bool = True) -> str:
+def model_pattern(
+    providers: Iterable[str] = ("openai", "anthropic"), demo: bool = True, blank: bool = True
+) -> str:
     kinds = [f"{_W}demo{_W}"] if demo else []
     kinds += [f"{_W}{kind}:{_MODEL_NAME}" for kind in providers]
-    return f"^({'|'.join([_W, *kinds])})$"
+    return f"^({'|'.join([*([_W] if blank else []), *kinds])})$"
 
 
 #: A threshold's argument names: identifiers without "__" (``profile_rules.policy_errors``)
@@ -772,7 +790,9 @@ class ForkRun(StrictInput):
     agent: str | None = Field(None, description="the profile that continues; default the source's")
     version: int | None = Field(None, description="that profile's version; default its newest")
     model: str | None = Field(
-        None, description="the model; default the version's, else the installation's AGENTWEB_MODEL"
+        None,
+        description="the model; default the version's, else the installation's AGENTWEB_MODEL",
+        json_schema_extra={"pattern": model_pattern(blank=False)},
     )
 
     refusals: ClassVar[dict[str, tuple[type[ActionError], str]]] = {

@@ -52,7 +52,18 @@ class Expect(BaseModel):
 
 
 class Case(BaseModel):
-    model_config = ConfigDict(strict=True, extra="forbid")
+    # exactly one of task (not empty), ticket or run, as do_create_suite counts them
+    model_config = ConfigDict(
+        strict=True,
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["task"], "properties": {"task": {"type": "string", "minLength": 1}}},
+                {"required": ["ticket"], "properties": {"ticket": {"type": "integer"}}},
+                {"required": ["run"], "properties": {"run": {"type": "integer"}}},
+            ]
+        },
+    )
     name: str = Field(min_length=1, max_length=200)
     task: str | None = None
     ticket: int | None = None
