@@ -675,7 +675,8 @@ class TicketsConsumer(GuardedConsumer):
     """Ticket changes for the ticket pages: ``{"kind": "ticket", "ticket", "created"}``
     when a ticket the user may see arrives or changes (a message, a reply's delivery, a
     status) or one of its runs changes status. ``?ticket=<id>``: that ticket only (its
-    page; 4404 when the user may not see it). The page fetches what it shows again."""
+    page; 4403 when the user may not see it, as a run's socket). The page fetches what it
+    shows again."""
 
     ticket_id: int = 0
 
@@ -686,7 +687,7 @@ class TicketsConsumer(GuardedConsumer):
             return
         self.ticket_id = _query_int(self.scope, "ticket")
         if self.ticket_id and not await self._visible(self.ticket_id):
-            await self.close(code=4404)
+            await self.close(code=4403)
             return
         await self.join_session()
         await self.join(TICKETS_GROUP)

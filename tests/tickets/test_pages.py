@@ -308,7 +308,7 @@ async def test_the_socket_tells_nobody_of_another_teams_ticket(people: dict[str,
     cookie = await sync_to_async(_cookie)(bea)
     denied = communicator(f"/ws/tickets/?ticket={theirs.pk}", cookie)
     connected, code = await denied.connect()
-    assert not connected and code == 4404
+    assert not connected and code == 4403
     comm = communicator("/ws/tickets/", cookie)
     assert (await comm.connect())[0]
     await sync_to_async(receive)(source="api", subject="Shipping's", body="?", queue="shipping")

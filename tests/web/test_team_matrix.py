@@ -21,6 +21,7 @@ from agentweb.accounts.roles import ensure_roles
 from agentweb.runs import actions, publish
 from agentweb.runs.models import Approval, Run
 from agentweb.teams.actions import do_save_team
+from agentweb.tickets import actions as tickets
 from agentweb.web.context import pending_count
 from tests.tickets.factories import make_ticket
 from tests.web import factories as f
@@ -192,6 +193,9 @@ def test_tickets_pages_api_and_counts_show_ones_queues_only(world: World, who: s
         assert (escape(ticket.subject) in html) == (key in SEES_TICKETS[who]), f"{who}: {key}"
     open_count = page.context["counts"].get("open", 0)
     assert open_count == len(SEES_TICKETS[who])
+    for key, ticket in world.tickets.items():  # each ticket's own page
+        status = browser(world.users[who]).get(f"/tickets/{ticket.pk}/").status_code
+        assert status == (200 if key in SEES_TICKETS[who] else 404), f"{who}: {key}"
 
 
 @pytest.mark.parametrize("who", ["bea", "sam", "nia"])
@@ -427,3 +431,27 @@ async def test_the_approvals_socket_counts_ones_teams_only(world: World) -> None
         message = await comm.receive_json_from(timeout=5)
         assert message == {"kind": "approvals", "pending": pending}, who
         await comm.disconnect()
+
+
+@pytest.mark.parametrize("who", ["bea", "sam", "nia"])
+async def test_ticket_sockets_refuse_and_never_tell_of_another_teams_ticket(
+    world: World, who: str
+) -> None:
+    cookie = await sync_to_async(_cookie)(world.users[who])
+    for key, ticket in world.tickets.items():
+        comm = communicator(f"/ws/tickets/?ticket={ticket.pk}", cookie)
+        connected, code = await comm.connect()
+        if key in SEES_TICKETS[who]:
+            assert connected, f"{who} {key}"
+        else:
+            assert not connected and code == 4403, f"{who} {key}: {connected}, {code}"
+        await comm.disconnect()
+    listing = communicator("/ws/tickets/", cookie)
+    assert (await listing.connect())[0]
+    for key in ("shipping", "billing", "nobody"):
+        await sync_to_async(tickets.publish_changed)(world.tickets[key].pk)
+    heard = []
+    while not await listing.receive_nothing(timeout=0.5):
+        heard.append((await listing.receive_json_from(timeout=5))["ticket"])
+    assert names(world, "tickets", set(heard)) == SEES_TICKETS[who] - {"moved"}, who
+    await listing.disconnect()
