@@ -169,3 +169,16 @@ def test_mode_must_be_normal_or_dry(people, enqueued) -> None:
     assert response.status_code == 400
     assert response.json()["error"]["message"] == "mode must be 'normal' or 'dry'"
     assert not Run.objects.exists()
+
+
+def test_the_demo_model_plays_a_dry_refund_to_its_end(people, enqueued, settings) -> None:
+    """The scripted demo reads a would-call's arguments as the refund's result (it read
+    result['amount'] of the dry-run record and the run hung at its next model call)."""
+    from django.core.management import call_command
+
+    settings.AGENTWEB_MODEL = "demo"
+    call_command("seed_demo")
+    task = "Refund the cracked teapot on A1001"
+    run = actions.do_create_run(user=people["operator"], task=task, mode="dry")
+    assert engine.execute_run(run.pk) == "succeeded"
+    assert finished(run.pk)["issue_refund"]["dry"] is True

@@ -101,7 +101,14 @@ class Conversation:
 
     def ok(self, name: str) -> dict[str, Any] | None:
         step = self.last(name)
-        return step.result if step is not None and step.ok else None
+        if step is None or not step.ok:
+            return None
+        result = step.result
+        if isinstance(result, dict) and result.get("dry_run"):
+            # a dry run's would-call (DESIGN §14): the scenario goes on as if it had been
+            # done with these arguments
+            return {**(result.get("arguments") or {}), "dry_run": True}
+        return result
 
     def failed(self, name: str) -> str | None:
         step = self.last(name)
