@@ -427,15 +427,17 @@ def _record_final(
     final = final_args if final_args is not None else approval.proposal
     # the arguments a person changed: this approver's, or a quorum's first approver's
     edited = (checked.edited or approval.edited_arguments) if approved else None
-    Approval.objects.filter(pk=approval.pk).update(
-        status=status,
-        decided_by=user,
-        decided_at=now,
-        comment=comment,
-        edited_arguments=edited if approved else approval.edited_arguments,  # kept on reject
-        approved_hash=arguments_hash(final) if approved else "",
-    )
-    approval.refresh_from_db()
+    fields = {
+        "status": status,
+        "decided_by": user,
+        "decided_at": now,
+        "comment": comment,
+        "edited_arguments": edited if approved else approval.edited_arguments,  # kept on reject
+        "approved_hash": arguments_hash(final) if approved else "",
+    }
+    Approval.objects.filter(pk=approval.pk).update(**fields)
+    for name, value in fields.items():  # the locked row as it now is, without reading it
+        setattr(approval, name, value)
     audit(
         f"approval_{status}",
         actor=user,
