@@ -27,6 +27,7 @@ BENCHES = [
     ("tool selection recall", "bench_selection.py", []),
     ("hostile input, resync flood, Redis restart", "bench_hardening.py", []),
     ("delegation: coordinator + 5 children", "bench_delegation.py", []),
+    ("experiment of 100 dry cases; a fork against a fresh run", "bench_experiments.py", []),
     ("kill -9 of workers: writes exactly once, recovery time", "bench_crash.py", []),
     ("PostgreSQL connections under 24 polling API clients", "bench_connections.py", []),
     ("observability costs (/metrics scrape, spans per step)", "bench_metrics.py", []),
