@@ -40,6 +40,8 @@ from kombu import exceptions as kombu_exceptions
 from kombu.transport import redis as kombu_redis
 from redis import exceptions as redis_exceptions
 
+from agentweb.outages import EPISODES
+
 _original_connparams = kombu_redis.Channel._connparams
 
 
@@ -81,23 +83,31 @@ def broker_away(exc: BaseException | None) -> bool:
 
 
 class BrokerAwayFilter(logging.Filter):
-    """A broker outage in one WARNING line each, not a traceback: when Redis dies a
-    console got some 800 lines per outage from beat and the worker (under ``make run``,
-    100 tracebacks for three outages) for things that mend themselves. What failed is
-    kept in the line; anything that is not a broker connection error is left alone."""
+    """A broker outage in one WARNING line per episode, not a traceback per attempt: when
+    Redis dies a console got some 800 lines per outage from beat and the worker (under
+    ``make run``, 100 tracebacks for three outages) for things that mend themselves. The
+    first record of an episode (``outages.EPISODES``, by logger) becomes the line, with
+    what failed; the repeats are dropped. Anything that is not a broker connection error
+    is left alone."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
         if not broker_away(exc):
             return True
+        if not EPISODES.first(record.name):
+            return False  # said once for this outage
         if record.name == "celery.beat":
-            record.msg = "%s (the broker is away; beat sends it again at its next run)"
+            record.msg = (
+                "%s: the broker is away; beat sends its tasks again at their next run "
+                "(not logged again during this outage)"
+            )
             record.args = (exc,)
         elif record.name == "celery.worker.request" and record.msg.startswith("Couldn't ack"):
             tag = record.args[0] if isinstance(record.args, tuple) and record.args else "?"
             record.msg = (
                 "could not acknowledge task %r: the Redis it came from went away (%s); "
-                "runs are PostgreSQL rows, beat's sweep sends any that still need a worker"
+                "harmless: runs are PostgreSQL rows and beat's sweep sends any that still "
+                "need a worker once their lease expires (not logged again during this outage)"
             )
             record.args = (tag, exc)
         record.exc_info = None

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 from agentweb.env import redis_urls
+from agentweb.outages import EPISODES
 from agentweb.runs.hooks import StoredStep
 from agentweb.runtime import events as ev
 
@@ -126,16 +127,24 @@ class _Buffer:
             for field, value in floats.items():
                 pipe.hincrbyfloat(key, field, value)
             pipe.execute()
-            return True
         except Exception as exc:  # Redis away: keep the increments for the next try
-            # One line: while Redis is down this runs at every flush of every process.
-            log.warning("could not add metrics to Redis (%s); will retry", exc)
+            # One line per outage: while Redis is down this runs at every flush.
+            if EPISODES.first("metrics"):
+                log.warning(
+                    "could not add metrics to Redis (%s); they are kept and added when it "
+                    "is back (not logged again during this outage)",
+                    exc,
+                )
             with self.lock:
                 for field, amount in ints.items():
                     self.add(field, amount)
                 for field, value in floats.items():
                     self.add_float(field, value)
             return False
+        missed = EPISODES.over("metrics")
+        if missed is not None:
+            log.info("metrics reached Redis again (%d more flushes had failed)", missed)
+        return True
 
 
 _buffer = _Buffer()

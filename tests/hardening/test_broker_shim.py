@@ -16,11 +16,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
+from celery import Celery, beat
 from kombu import Connection, Consumer, Exchange, Producer, Queue
 from kombu.common import ignore_errors
 from kombu.transport import redis as kombu_redis
 
-from agentweb import broker
+from agentweb import broker, outages
+from agentweb.observability import metrics
 from tests.hardening.redis_server import RedisServer
 
 
@@ -30,9 +33,10 @@ def dead_broker_connection(tmp_path: Path) -> Iterator[Connection]:
     conn = Connection(server.url)
     try:
         tasks = Queue("tasks", Exchange("tasks"), "tasks")
-        Producer(conn.default_channel).publish(
-            {"run": 1}, exchange=tasks.exchange, routing_key="tasks", declare=[tasks]
-        )
+        for run in (1, 2):
+            Producer(conn.default_channel).publish(
+                {"run": run}, exchange=tasks.exchange, routing_key="tasks", declare=[tasks]
+            )
         delivered: list[Any] = []
         consumer = Consumer(
             conn.default_channel,
@@ -42,8 +46,8 @@ def dead_broker_connection(tmp_path: Path) -> Iterator[Connection]:
             ],
         )
         consumer.consume()
-        conn.drain_events(timeout=2)
-        assert len(delivered) == 1
+        while len(delivered) < 2:
+            conn.drain_events(timeout=2)
         with contextlib.suppress(socket.timeout):
             conn.drain_events(timeout=0.2)  # a free thread: the channel waits in BRPOP
         assert conn.default_channel._in_poll  # type: ignore[attr-defined]
@@ -79,23 +83,105 @@ def test_kombu_still_needs_the_shim(
         celery_drops(dead_broker_connection)
 
 
-def test_the_late_ack_of_a_run_whose_redis_died_is_one_warning_line(
+@pytest.fixture(autouse=True)
+def new_episodes(monkeypatch: pytest.MonkeyPatch) -> outages.Episodes:
+    episodes = outages.Episodes()
+    monkeypatch.setattr(broker, "EPISODES", episodes)
+    monkeypatch.setattr(metrics, "EPISODES", episodes)
+    return episodes
+
+
+def test_the_late_acks_of_runs_whose_redis_died_are_one_warning_line(
     dead_broker_connection: Connection, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """The task ends after its Redis died and the worker acknowledges it, as Celery does
-    (kombu's ``Message.ack_log_error`` with Celery's request logger): that was CRITICAL
-    and a 40-line traceback per run in flight on make run's console."""
+    """Two tasks end after their Redis died and the worker acknowledges them, as Celery
+    does (kombu's ``Message.ack_log_error`` with Celery's request logger): that was
+    CRITICAL and a 40-line traceback per run in flight on make run's console."""
     broker.install()
     celery_drops(dead_broker_connection)
-    [message] = dead_broker_connection.delivered  # type: ignore[attr-defined]
     logger = logging.getLogger("celery.worker.request")
-    with caplog.at_level(logging.WARNING):
-        message.ack_log_error(logger, dead_broker_connection.connection_errors)
+    with caplog.at_level(logging.DEBUG):
+        for message in dead_broker_connection.delivered:  # type: ignore[attr-defined]
+            message.ack_log_error(logger, dead_broker_connection.connection_errors)
     [record] = [r for r in caplog.records if r.name == "celery.worker.request"]
     assert (record.levelname, record.exc_info, record.exc_text) == ("WARNING", None, None)
     said = record.getMessage()
     assert said.startswith("could not acknowledge task ") and "went away" in said, said
     assert "Redis went away" in said  # the error itself is kept
+    assert "harmless" in said and "sweep" in said and "not logged again" in said
+
+
+def test_a_scheduled_task_beat_cannot_send_is_one_warning_line_per_outage(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """celery.beat's own Scheduler sending to a Redis killed with -9: it was ERROR with
+    the whole stack as a list and the traceback, at every due task."""
+    server = RedisServer(tmp_path).start()
+    app = Celery("beat-test", broker=server.url)
+    app.conf.update(task_publish_retry=False, broker_connection_timeout=1)
+    scheduler = beat.Scheduler(app, lazy=True)
+    entry = beat.ScheduleEntry(name="sweep", task="runs.sweep", schedule=10.0, app=app)
+    try:
+        server.kill9()
+        broker.install_log_filter()
+        with caplog.at_level(logging.DEBUG, logger="celery.beat"):
+            scheduler.apply_entry(entry)
+            scheduler.apply_entry(entry)
+    finally:
+        server.stop()
+        app.close()
+    failed = [r for r in caplog.records if r.name == "celery.beat" and r.levelno >= 30]
+    [record] = failed
+    assert (record.levelname, record.exc_info, record.exc_text) == ("WARNING", None, None)
+    said = record.getMessage()
+    assert said.startswith("Couldn't apply scheduled task sweep: Error 111"), said
+    assert "the broker is away" in said and "next run" in said and "Traceback" not in said
+
+
+def test_metrics_that_cannot_reach_redis_say_so_once_per_outage(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server = RedisServer(tmp_path).start()
+    url = server.url
+    monkeypatch.setattr(
+        metrics, "_client", redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
+    )
+    buffer = metrics._Buffer()
+    lines: list[list[str]] = []
+    try:
+        for _ in range(2):  # two outages
+            server.kill9()
+            caplog.clear()
+            with caplog.at_level(logging.DEBUG, logger=metrics.log.name):
+                for _ in range(3):
+                    buffer.add("runs_started", 1)
+                    assert buffer.flush() is False
+                server.start()  # the same port, empty
+                assert buffer.flush() is True
+            records = [r for r in caplog.records if r.name == metrics.log.name]
+            assert all(r.exc_info is None for r in records)
+            lines.append([f"{r.levelname} {r.getMessage()}" for r in records])
+            assert metrics._client.hget(metrics.redis_key(), "runs_started") == b"3"
+    finally:
+        server.stop()
+    for said in lines:
+        warning, back = said
+        assert warning.startswith("WARNING could not add metrics to Redis (")
+        assert "added when it is back" in warning and "not logged again" in warning
+        assert back == "INFO metrics reached Redis again (2 more flushes had failed)"
+
+
+def test_an_episode_ends_when_the_service_is_back_or_after_a_quiet_while() -> None:
+    now = [0.0]
+    episodes = outages.Episodes(quiet=60, clock=lambda: now[0])
+    assert episodes.first("beat") and not episodes.first("beat")
+    assert episodes.first("metrics")  # each kind its own
+    now[0] = 50.0
+    assert not episodes.first("beat")  # 50 s after the last one: the same outage
+    now[0] = 111.0
+    assert episodes.first("beat")  # 61 s of quiet: a new one
+    assert episodes.over("metrics") == 0 and episodes.over("metrics") is None
+    assert episodes.first("metrics")
 
 
 def test_other_errors_of_those_loggers_keep_their_traceback(
