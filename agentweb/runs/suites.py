@@ -124,8 +124,40 @@ def do_create_suite(user: Any, body: CreateSuite) -> Suite:
     name = body.name.strip()
     if Suite.objects.filter(name=name).exists():
         raise InvalidArguments(f"a suite named {name!r} exists")
+    _check_cases(user, body.cases)
+    cases = [c.model_dump(exclude_none=True) for c in body.cases]
+    return Suite.objects.create(name=name, cases=cases, created_by=user)
+
+
+def do_add_case(user: Any, suite_name: str, case: dict[str, Any]) -> Suite:
+    """Add one case to the suite ``suite_name`` (made when there is none): the run page's
+    "Add to suite". Checked as a new suite's cases are."""
+    check_may(user)
+    body = CreateSuite.parse({"name": suite_name, "cases": [case]})
+    _check_cases(user, body.cases)
+    with transaction.atomic():
+        suite = Suite.objects.select_for_update().filter(name=body.name.strip()).first()
+        if suite is None:
+            return do_create_suite(user, body)
+        suite.cases = [*suite.cases, body.cases[0].model_dump(exclude_none=True)]
+        suite.save(update_fields=["cases"])
+        return suite
+
+
+def expect_from_run(run: Run) -> dict[str, Any]:
+    """A case's expectation from a run: its calls (tool and arguments), in order."""
+    calls = [
+        {"tool": str(d.get("tool", "")), "arguments": d.get("arguments") or {}}
+        for d in RunEvent.objects.filter(run=run, type="tool_call_started")
+        .order_by("seq")
+        .values_list("data", flat=True)
+    ]
+    return {"calls": calls} if calls else {}
+
+
+def _check_cases(user: Any, cases: list[Case]) -> None:
     visible_runs = Run.objects.visible_to(user)
-    for i, case in enumerate(body.cases):
+    for i, case in enumerate(cases):
         given = [k for k in ("task", "ticket", "run") if getattr(case, k) not in (None, "")]
         if len(given) != 1:
             raise InvalidArguments(f"cases[{i}]: give exactly one of task, ticket or run")
@@ -140,8 +172,6 @@ def do_create_suite(user: Any, body: CreateSuite) -> Suite:
             problem = agents.validator_problem(case.expect.validator)
             if problem:
                 raise InvalidArguments(f"cases[{i}].expect.validator: {problem}")
-    cases = [c.model_dump(exclude_none=True) for c in body.cases]
-    return Suite.objects.create(name=name, cases=cases, created_by=user)
 
 
 def do_start_experiment(user: Any, suite: Suite, body: StartExperiment) -> Experiment:

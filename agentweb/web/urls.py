@@ -13,6 +13,7 @@ urlpatterns = [
     path("runs/new/", views.run_new, name="run_new"),
     path("runs/compare/", views.compare, name="compare"),
     path("suites/", suite_pages.suite_list, name="suites"),
+    path("suites/add/", suite_pages.suite_add, name="suite_add"),
     path("experiments/compare/", suite_pages.experiment_compare, name="experiment_compare"),
     path("runs/import/", views.import_run, name="import"),
     path("runs/<int:run_id>/", views.run_detail, name="run"),

@@ -161,3 +161,28 @@ def test_the_suites_page_and_two_experiments_side_by_side(people, scripted, enqu
     approver = Client()
     approver.force_login(people["approver"])
     assert approver.get("/suites/").status_code == 403
+
+
+def test_add_to_suite_from_a_run_page(people, scripted, enqueued, past_run) -> None:
+    page = Client()
+    page.force_login(people["operator"])
+    detail = page.get(f"/runs/{past_run.pk}/").content.decode()
+    assert 'data-testid="add-to-suite"' in detail
+    form = page.get(f"/suites/add/?run={past_run.pk}").content.decode()
+    assert "&quot;pay_out&quot;" in form and "&quot;lookup&quot;" in form  # its calls, prefilled
+    bad = page.post(
+        "/suites/add/", {"run": past_run.pk, "suite": "s", "name": "x", "expect": '{"colour": 1}'}
+    )
+    assert bad.status_code == 422 and "unknown key" in bad.content.decode()
+    assert not Suite.objects.exists()
+    expect = json.dumps({"calls": [{"tool": "pay_out", "arguments": {"amount": 30}}]})
+    for name in ("first", "second"):
+        done = page.post(
+            "/suites/add/",
+            {"run": past_run.pk, "suite": "from runs", "name": name, "expect": expect},
+        )
+        assert done.status_code == 302
+    suite = Suite.objects.get(name="from runs")
+    assert [c["name"] for c in suite.cases] == ["first", "second"]
+    assert suite.cases[0]["run"] == past_run.pk
+    assert page.get("/suites/add/?run=424242").status_code == 404
