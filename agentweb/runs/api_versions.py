@@ -7,8 +7,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from agentweb.runs import forks, versions
 from agentweb.runs.api import _body, _get_run, _profile, _user, api_view
-from agentweb.runs.api_input import ForkRun
 from agentweb.runs.models import Run
+from agentweb.runs.strict_input import ForkRun
 
 
 @api_view(("GET",))

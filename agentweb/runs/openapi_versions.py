@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentweb.runs.api_input import ForkRun, request_schema
+from agentweb.runs.api_input import request_schema
+from agentweb.runs.strict_input import ForkRun
 from agentweb.runs.suites import CreateSuite, StartExperiment
 from agentweb.tickets.api_input import request_schema as inline_schema
 

@@ -20,7 +20,6 @@ from django.db import transaction
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from agentweb.runs import agents, lifecycle, versions
-from agentweb.runs.api_input import StrictInput
 from agentweb.runs.errors import InvalidArguments, NotAllowed, NotFound
 from agentweb.runs.forks import InvalidFork
 from agentweb.runs.models import (
@@ -31,6 +30,7 @@ from agentweb.runs.models import (
     RunEvent,
     Suite,
 )
+from agentweb.runs.strict_input import StrictInput
 from agentweb.runtime.state import LoopState
 from agentweb.tickets.models import Ticket
 

@@ -333,7 +333,7 @@ def test_issue_token_prints_a_working_token(people, capsys) -> None:
 
 
 def test_every_request_body_in_the_document_is_the_model_its_endpoint_parses_with(people) -> None:
-    from agentweb.runs import api_input, suites
+    from agentweb.runs import api_input, strict_input, suites
 
     parsers = {
         ("/api/runs", "post"): api_input.StartRun,
@@ -341,7 +341,7 @@ def test_every_request_body_in_the_document_is_the_model_its_endpoint_parses_wit
         ("/api/agents", "post"): api_input.CreateProfile,
         ("/api/agents/{name}", "put"): api_input.ReplaceProfile,
         ("/api/agents/{name}", "patch"): api_input.ChangeProfile,
-        ("/api/runs/{id}/fork", "post"): api_input.ForkRun,
+        ("/api/runs/{id}/fork", "post"): strict_input.ForkRun,
         ("/api/suites/{name}/experiments", "post"): suites.StartExperiment,
     }
     from agentweb.tickets import api_input as ticket_input
