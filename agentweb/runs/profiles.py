@@ -9,7 +9,6 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
-from agentweb.budgets.limits import limits_json
 from agentweb.runs import actions, toolset, versions
 from agentweb.runs.api_input import ChangeProfile, CreateProfile, ProfileFields, ReplaceProfile
 from agentweb.runs.models import AgentProfile
@@ -21,24 +20,10 @@ CLAIMS_VALIDATOR = "agentweb.shop.validators.claims_validator"
 
 
 def profile_json(profile: AgentProfile) -> dict[str, Any]:
-    """The API shape of a profile (``GET /api/agents``)."""
-    return {
-        "name": profile.name,
-        "description": profile.description,
-        "system_prompt": profile.system_prompt,
-        "model": profile.model or None,
-        "allowed_tools": list(profile.allowed_tools or []),
-        "tool_selection": profile.top_n or "all",
-        "validator": profile.validator or None,
-        "approval_policies": dict(profile.approval_policies or {}),
-        "risk_overrides": dict(profile.risk_overrides or {}),
-        "max_iterations": profile.max_iterations,
-        "context_budget_tokens": profile.context_budget_tokens,
-        "delegates": list(profile.delegates or []),
-        "vision": profile.vision,
-        "budget": limits_json(profile.budget),
-        "updated_at": profile.updated_at.isoformat() if profile.updated_at else None,
-    }
+    """The API shape of a profile (``GET /api/agents``): its version's snapshot and when
+    it was last changed."""
+    updated = profile.updated_at.isoformat() if profile.updated_at else None
+    return {**versions.snapshot(profile), "updated_at": updated}
 
 
 def field_errors(exc: ValidationError) -> dict[str, str]:
