@@ -113,7 +113,7 @@ def database_from_url(url: str, name: str = "DATABASE_URL") -> dict[str, object]
         raise ImproperlyConfigured(f"{name} has an invalid port: {url!r}") from None
     options = {k: v[0] for k, v in query.items() if k not in {"host"}}
     return {
-        "ENGINE": "django.db.backends.postgresql",
+        "ENGINE": "agentweb.pgbackend",
         "NAME": dbname,
         "USER": unquote(parts.username or ""),
         "PASSWORD": unquote(parts.password or ""),

@@ -73,3 +73,72 @@ def test_tool_calls_borrow_a_pooled_connection_instead_of_opening_one(transactio
     for _ in range(5):
         in_a_tool_thread(call)  # a new thread each time, as the tool pool may use
     assert pool.get_stats()["connections_num"] == opened
+
+
+def _borrow_and_ask(sql: str) -> object:
+    """One query on a connection borrowed from the pool, then given back."""
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute(sql)
+            return cursor.fetchone()[0]
+    finally:
+        connection.close()  # back to the pool
+
+
+def test_a_borrowed_connection_is_checked_without_a_round_trip(transactional_db, monkeypatch):
+    """The pool's check (agentweb.pgcheck, installed by agentweb.pgbackend) asks the server
+    nothing about a connection whose socket is quiet: psycopg_pool's own check (an empty
+    query, one round trip) is not called for any of several borrows."""
+    if not dbpool.pooled():
+        pytest.skip("psycopg_pool is not installed: no pool to borrow from")
+    from psycopg_pool import ConnectionPool
+
+    from agentweb import pgcheck
+
+    assert connection.pool._check is pgcheck.check_connection
+    _borrow_and_ask("SELECT 1")  # the pool has a connection to lend
+    checks, round_trips = [], []
+    real = ConnectionPool.check_connection
+
+    def counted_round_trip(conn: object) -> None:
+        round_trips.append(conn)
+        real(conn)
+
+    quiet_check = pgcheck.check_connection
+
+    def counted_check(conn: object) -> None:
+        checks.append(conn)
+        quiet_check(conn)
+
+    monkeypatch.setattr(ConnectionPool, "check_connection", staticmethod(counted_round_trip))
+    monkeypatch.setattr(pgcheck, "check_connection", counted_check)  # the backend installs it
+    for _ in range(5):
+        assert _borrow_and_ask("SELECT 1") == 1
+    assert len(checks) == 5 and round_trips == []
+
+
+def test_a_pooled_connection_whose_backend_was_killed_is_replaced_on_borrow(transactional_db):
+    """A server that closed a resting connection (here: pg_terminate_backend from another
+    session, as a restart or an idle timeout would) makes its socket readable; the check
+    then asks the server, finds it gone, and the pool lends a new connection: the query
+    succeeds instead of failing with 'server closed the connection'."""
+    if not dbpool.pooled():
+        pytest.skip("psycopg_pool is not installed: no pool to borrow from")
+    import time
+
+    import psycopg
+
+    pid = _borrow_and_ask("SELECT pg_backend_pid()")
+    params = dict(connection.get_connection_params())
+    params.pop("cursor_factory", None)
+    with psycopg.connect(**params, autocommit=True) as other:
+        assert other.execute("SELECT pg_terminate_backend(%s)", [pid]).fetchone()[0] is True
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the backend exits, and closes its socket
+            gone = other.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", [pid])
+            if gone.fetchone()[0] == 0:
+                break
+            time.sleep(0.05)
+    new_pid = _borrow_and_ask("SELECT pg_backend_pid()")
+    assert new_pid != pid
+    assert _borrow_and_ask("SELECT 1") == 1
