@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from agentweb import dbpool
 from agentweb.runs import delegation, forks, lifecycle, publish, store, versions
+from agentweb.runs.batch import Batch
 from agentweb.runs.faults import crash_point
 from agentweb.runs.journal import DbJournal
 from agentweb.runs.models import Approval, Run, ToolExecution, arguments_hash
@@ -439,10 +440,17 @@ def _persist(
         if locked.lease_owner != owner or locked.status != Run.Status.RUNNING:
             raise LeaseLost
         run.last_seq, run.cancel_requested = locked.last_seq, locked.cancel_requested
-        journal.save_deferred()
+        # The step's writes go to PostgreSQL in one round trip (hooks of other apps send
+        # their own statements as they run).
+        batch = Batch()
+        journal.save_deferred(batch)
         events = delegation.announce_children(run, events)
-        renewed = timezone.now() + lifecycle.lease()
-        update: dict[str, Any] = {"state": state.to_json(), "lease_expires_at": renewed}
+        update: dict[str, Any] = {"state": state.to_json()}
+        if outcome is not None:
+            # The keeper renews the lease of a run in progress; a step that leaves it
+            # running does not touch the indexed lease column, so PostgreSQL can update
+            # the row in place (a HOT update: no new entry in each of runs_run's indexes).
+            update["lease_expires_at"] = timezone.now() + lifecycle.lease()
         if any(isinstance(e, ev.ModelCalled) for e in events):
             update["usage"] = add_usage(locked.usage, events)
         if isinstance(outcome, Cancelled):
@@ -450,6 +458,7 @@ def _persist(
             # The step's own events (a model reply that came in) are kept; the run's
             # cancellation is told once, by the life cycle as it closes the run.
             kept = [e.to_json() for e in events if not isinstance(e, ev.RunCancelled)]
+            batch.send()
             store.append_events(run, kept, step_ended_ns=step_ended_ns)
             Run.objects.filter(pk=run.pk).update(**update)
             lifecycle.finish_cancelled(run, by="request")
@@ -464,8 +473,10 @@ def _persist(
                 save_seq=False,
                 status_changed=changed,
                 step_ended_ns=step_ended_ns,
+                batch=batch,
             )
-            Run.objects.filter(pk=run.pk).update(last_seq=run.last_seq, **update)
+            batch.update(Run, run.pk, {"last_seq": run.last_seq, **update})
+            batch.send()
             if run.status in Run.FINAL:
                 lifecycle.ended(run)
         crash_point(

@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from agentweb import dbpool
 from agentweb.runs import store
+from agentweb.runs.batch import Batch
 from agentweb.runs.faults import crash_point
 from agentweb.runs.models import Run, ToolExecution
 from agentweb.runtime.journal import Admission, Declined, PriorExecution
@@ -160,12 +161,17 @@ class DbJournal:
         row = ToolExecution.objects.filter(run=self.run, call_id=call_id).only("tool").first()
         return row.tool if row is not None else ""
 
-    def save_deferred(self) -> None:
-        """Write the reads' rows; called inside the step's transaction."""
+    def save_deferred(self, batch: Batch | None = None) -> None:
+        """Write the reads' rows; called inside the step's transaction (with a ``batch``,
+        the INSERT joins it)."""
         with self._lock:
             rows, self._deferred = list(self._deferred.values()), {}
-        if rows:
+        if not rows:
+            return
+        if batch is None:
             ToolExecution.objects.bulk_create(rows, ignore_conflicts=True)
+        else:
+            batch.insert(ToolExecution, rows, ignore_conflicts=True)
 
 
 #: The first half of every advisory lock key taken here: totals of calls, not other users

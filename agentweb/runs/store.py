@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from agentweb.runs import hooks, publish
+from agentweb.runs.batch import Batch
 from agentweb.runs.models import AgentProfile, Approval, AuditEntry, Run, RunEvent
 
 #: ``hook(run, rows)`` for every batch of stored events, in the transaction that stores
@@ -42,13 +43,16 @@ def append_events(
     save_seq: bool = True,
     status_changed: bool = True,
     step_ended_ns: int | None = None,
+    batch: Batch | None = None,
 ) -> list[RunEvent]:
     """Store events with the next seqs of ``run``. Call inside a transaction that holds
     the run's row lock (``select_for_update``), so seqs never collide. Publishes on commit
     (the run's status to the run lists too, unless ``status_changed`` is False).
     With ``save_seq=False`` the caller writes ``run.last_seq`` in its own UPDATE.
     ``step_ended_ns``: when the runtime returned the step these events are of (its
-    spans end there; default: now)."""
+    spans end there; default: now). With a ``batch`` the INSERT joins it (sent by the
+    caller, in the same transaction, before anything reads the events back) and the rows
+    get no primary key."""
     rows = []
     seq = run.last_seq
     for event in events:
@@ -56,7 +60,10 @@ def append_events(
         rows.append(RunEvent(run=run, seq=seq, type=event["type"], data=event.get("data") or {}))
     if not rows:
         return []
-    _insert_events(rows)
+    if batch is None:
+        _insert_events(rows)
+    else:
+        batch.add(*_events_insert(rows, returning=False))
     run.last_seq = seq
     if save_seq:
         Run.objects.filter(pk=run.pk).update(last_seq=seq)
@@ -120,6 +127,13 @@ def _insert_events(rows: list[RunEvent]) -> None:
     """``bulk_create(rows)`` as one INSERT ... VALUES. Django sends two or more rows as an
     UNNEST of arrays, and quoting a jsonb[] array escapes every quote of every event's
     JSON one by one: that cost a step more CPU time than the rest of its SQL."""
+    with connection.cursor() as cursor:
+        cursor.execute(*_events_insert(rows, returning=True))
+        for row, (pk,) in zip(rows, cursor.fetchall(), strict=True):  # as bulk_create does
+            row.pk, row._state.adding = pk, False
+
+
+def _events_insert(rows: list[RunEvent], *, returning: bool) -> tuple[str, list[Any]]:
     now = timezone.now()  # RunEvent.at is auto_now_add
     params: list[Any] = []
     for row in rows:
@@ -127,15 +141,8 @@ def _insert_events(rows: list[RunEvent]) -> None:
         data = connection.ops.adapt_json_value(row.data, DjangoJSONEncoder)  # as JSONField
         params += [row.run_id, row.seq, row.type, data, now]
     placeholders = ", ".join(["(%s, %s, %s, %s, %s)"] * len(rows))
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "INSERT INTO runs_runevent (run_id, seq, type, data, at) VALUES "  # noqa: S608
-            + placeholders  # placeholders only
-            + " RETURNING id",
-            params,
-        )
-        for row, (pk,) in zip(rows, cursor.fetchall(), strict=True):  # as bulk_create does
-            row.pk, row._state.adding = pk, False
+    sql = "INSERT INTO runs_runevent (run_id, seq, type, data, at) VALUES " + placeholders  # noqa: S608 - placeholders only
+    return (sql + " RETURNING id" if returning else sql), params
 
 
 def audit(action: str, *, actor: User | None, run: Run | None, **data: Any) -> None:

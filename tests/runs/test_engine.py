@@ -118,6 +118,31 @@ def test_only_a_runs_end_waits_for_the_disk_flush_unless_every_step_must(
     ]
 
 
+def test_a_steps_writes_reach_postgresql_in_one_statement(people, scripted, enqueued) -> None:
+    """A step's tool executions, events and the run's row go in one execute (one round
+    trip) after the row lock; a step that leaves the run running does not write the
+    indexed lease column (the keeper renews it), so PostgreSQL may update the row in
+    place."""
+    from django.test.utils import CaptureQueriesContext
+
+    scripted.enqueue(call("lookup", order_id="A1"), "Order A1 was delivered.")
+    run = start(people)
+    with CaptureQueriesContext(connection) as captured:
+        assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
+    sent = [q["sql"] for q in captured.captured_queries]
+    writes = [sql for sql in sent if "INSERT INTO runs_runevent" in sql]
+    assert len(writes) == 3  # the reply, the tool's step, the answer
+    assert all('UPDATE "runs_run" SET' in sql for sql in writes)
+    reply, tool_step, answer = writes
+    assert 'INSERT INTO "runs_toolexecution"' in tool_step  # the read's record joins it
+    for sql in (reply, tool_step):
+        assert "lease_expires_at" not in sql.split('UPDATE "runs_run" SET')[1]
+    assert "lease_expires_at" in answer.split('UPDATE "runs_run" SET')[1]  # released
+    assert types(run)[-1] == "run_finished" and seqs(run) == list(range(1, 7))
+    execution = ToolExecution.objects.get(run=run)
+    assert execution.status == "succeeded" and execution.arguments == {"order_id": "A1"}
+
+
 def test_the_run_lists_hear_of_each_status_once(people, scripted, enqueued, monkeypatch) -> None:
     """Followers of the run hear of every stored step; the run lists only of the status
     changes (claimed: running, then the end), not once more per step."""

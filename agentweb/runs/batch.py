@@ -1,0 +1,91 @@
+"""Statements of one transaction sent to PostgreSQL together, in one round trip.
+
+A step's transaction writes its tool executions, its events and the run's row, and none
+of those statements needs another's answer. Django sends each on its own and waits for
+it; here they are collected and sent as one string, which the default cursor allows
+(it binds parameters on the client, so several statements may share one ``execute``).
+With a cursor that binds on the server they are sent one by one, as before.
+
+Values go through each model field's ``get_db_prep_save``, as the ORM's own INSERT and
+UPDATE send them (JSON as jsonb with the field's encoder, aware datetimes).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import psycopg
+from django.db import connection, models
+
+
+class Batch:
+    def __init__(self) -> None:
+        self._statements: list[tuple[str, list[Any]]] = []
+
+    def __len__(self) -> int:
+        return len(self._statements)
+
+    def add(self, sql: str, params: Sequence[Any] = ()) -> None:
+        self._statements.append((sql, list(params)))
+
+    def insert(
+        self,
+        model: type[models.Model],
+        objs: Iterable[models.Model],
+        *,
+        ignore_conflicts: bool = False,
+    ) -> None:
+        """``model.objects.bulk_create(objs, ignore_conflicts=...)`` without the answer:
+        the rows get no primary key back."""
+        fields = [f for f in model._meta.concrete_fields if not isinstance(f, models.AutoField)]
+        rows = list(objs)
+        if not rows:
+            return
+        params: list[Any] = []
+        for obj in rows:
+            for field in fields:
+                value = field.pre_save(obj, add=True)  # auto_now_add and the like
+                params.append(field.get_db_prep_save(value, connection))
+        one = "(" + ", ".join(["%s"] * len(fields)) + ")"
+        columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+        sql = (
+            f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({columns}) "  # noqa: S608
+            f"VALUES {', '.join([one] * len(rows))}"  # names of our model and placeholders
+        )
+        if ignore_conflicts:
+            sql += " ON CONFLICT DO NOTHING"
+        self.add(sql, params)
+
+    def update(self, model: type[models.Model], pk: Any, values: dict[str, Any]) -> None:
+        """``model.objects.filter(pk=pk).update(**values)`` for plain fields."""
+        if not values:
+            return
+        meta = model._meta
+        sets, params = [], []
+        for name, value in values.items():
+            field = meta.get_field(name)
+            assert isinstance(field, models.Field) and field.concrete, name
+            sets.append(f"{connection.ops.quote_name(field.column)} = %s")
+            params.append(field.get_db_prep_save(value, connection))
+        assert meta.pk is not None
+        self.add(
+            f"UPDATE {connection.ops.quote_name(meta.db_table)} SET {', '.join(sets)} "  # noqa: S608
+            f"WHERE {connection.ops.quote_name(meta.pk.column)} = %s",  # names and placeholders
+            [*params, pk],
+        )
+
+    def send(self) -> None:
+        """Run every statement collected, in order, and forget them."""
+        statements, self._statements = self._statements, []
+        if not statements:
+            return
+        with connection.cursor() as cursor:
+            if len(statements) > 1 and isinstance(cursor.cursor, psycopg.ClientCursor):
+                cursor.execute(
+                    "; ".join(sql for sql, _ in statements),
+                    [p for _, params in statements for p in params],
+                )
+                return
+            for sql, params in statements:
+                cursor.execute(sql, params)
