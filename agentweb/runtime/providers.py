@@ -7,6 +7,7 @@ Adapters (``openai.py``, ``anthropic.py``) own the wire format and call ``post_j
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import random
@@ -160,6 +161,19 @@ class Provider:
         a provider call never needs: URL merging, the cookie jar, the auth and redirect
         flows (redirects are not followed either way: a 3xx comes back as it is) and
         httpx's INFO log line. The body is encoded as httpx encodes ``json=``."""
+        response = self._send(url, body, headers, timeout)
+        try:
+            response.read()  # closes the stream: the connection goes back to the pool
+        except BaseException:
+            response.close()
+            raise
+        return response
+
+    def _send(
+        self, url: str, body: dict[str, Any], headers: Mapping[str, str], timeout: float | None
+    ) -> httpx.Response:
+        """The POST of ``_post``, its response not read yet (the caller reads or streams
+        it, and closes it)."""
         target = self._targets.get(url)
         if target is None:
             parsed = httpx.URL(url)
@@ -177,11 +191,6 @@ class Provider:
         )
         response = target[1].handle_request(request)
         response.request = request
-        try:
-            response.read()  # closes the stream: the connection goes back to the pool
-        except BaseException:
-            response.close()
-            raise
         return response
 
     def _header_list(self, headers: Mapping[str, str]) -> list[tuple[str, str]]:
@@ -222,13 +231,8 @@ class Provider:
         for attempt in self._attempts(payload, optional):
             started = False
             try:
-                with self.http().stream(
-                    "POST",
-                    url,
-                    json=attempt.body,
-                    headers=dict(headers),
-                    timeout=self._timeout(timeout),
-                ) as resp:
+                # The request as ``_post`` sends it (no Client.stream per-call work).
+                with contextlib.closing(self._send(url, attempt.body, headers, timeout)) as resp:
                     if resp.status_code >= 300:
                         self._refused(attempt, resp, resp.read().decode("utf-8", "replace"))
                         continue
