@@ -70,7 +70,14 @@ def test_it_indexes_the_kb_for_full_text_search(db):
     with connection.cursor() as cursor:
         cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'shop_kb_fts_gin'")
         (definition,) = cursor.fetchone()
-    assert "gin" in definition.lower() and "to_tsvector" in definition
+    assert "gin" in definition.lower() and "(document)" in definition
+    with connection.cursor() as cursor:  # the document is stored, made as rows are written
+        cursor.execute(
+            "SELECT generation_expression FROM information_schema.columns "
+            "WHERE table_name = 'shop_kbarticle' AND column_name = 'document'"
+        )
+        (expression,) = cursor.fetchone()
+    assert "to_tsvector" in expression and "setweight" in expression
 
 
 # --- seed -----------------------------------------------------------------------------
