@@ -216,9 +216,23 @@ def _runs_inline(tool: Tool) -> bool:
     return not tool.is_async and tool._pace >= QUICK_RUNS and not _BEFORE and not _AFTER
 
 
+#: A read-only tool whose last call took at most this long runs in the step of the reply
+#: that asked for it (``Turns.reads_now``): its result is stored with the reply, a step
+#: (and a transaction) sooner. A slower one keeps its step of its own, so the page shows
+#: the reply's call while the call is on its way. Wall time, as a person waits it.
+WITH_REPLY_MS = 100.0
+
+
+def quick_read(tool: Tool) -> bool:
+    """Whether ``tool`` is read-only and its last call in this process was quick (a tool
+    not called here yet is not)."""
+    return tool.read_only and tool._last_ms is not None and tool._last_ms <= WITH_REPLY_MS
+
+
 def _paced(tool: Tool, duration_ms: float, *, inline: bool = False) -> None:
     """Count a call of ``tool`` towards running it inline (``Tool._pace``: its quick calls
-    in the pool so far, or -1 once one was slow)."""
+    in the pool so far, or -1 once one was slow) and keep its duration."""
+    tool._last_ms = duration_ms
     runs = tool._pace
     if runs < 0:
         return

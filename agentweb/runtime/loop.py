@@ -147,7 +147,9 @@ class Agent:
         A reply with tool calls ends its step with the calls planned (``state.turn``)
         and none of them run: the host stores that state, so the reply and its call ids
         are durable before any side effect, and a recovered run carries on with the
-        same calls instead of asking the model again. The next step runs them.
+        same calls instead of asking the model again. The next step runs them. Calls
+        that are all quick reads (``Turns.reads_now``) have no side effect to protect:
+        they run in the reply's step, whose events then hold their results too.
 
         ``cancel`` is checked before and after the model call and while it is waiting
         for the provider (the connection is closed); a cancelled step runs no tool."""
@@ -184,6 +186,8 @@ class Agent:
         if not message.tool_calls:
             return StepResult(events, self._complete(state, message.content, events))
         stop = self.turns.plan(state, message.tool_calls, events)
+        if stop is None and self.turns.reads_now(state) and not cancelled():
+            stop = self.turns.resume(state, events, tool_context)  # quick reads: now
         return StepResult(events, self._carry_on(state, stop, events))
 
     def decide(self, state: LoopState, decisions: Iterable[Decision]) -> list[Event]:

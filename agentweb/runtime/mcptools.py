@@ -111,6 +111,8 @@ def _tool(config: ServerConfig, info: ToolInfo, name: str, caller: Caller) -> To
         # A crash mid-call may re-run it with the same id only when the server says
         # calling it again changes nothing more.
         idempotent=risk == "low" or annotations.get("idempotentHint") is True,
+        # A look-up by the server's word: may run in the step of the reply that asked.
+        read_only=annotations.get("readOnlyHint") is True,
     )
 
 

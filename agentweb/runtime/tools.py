@@ -107,6 +107,7 @@ class Tool:
         idempotent: bool | None = None,
         check: Callable[[dict[str, Any]], Any] | None = None,
         input_schema: Mapping[str, Any] | None = None,
+        read_only: bool = False,
     ) -> None:
         if risk not in RISKS:
             raise ValueError(f"tool {name or fn.__name__}: risk must be one of {RISKS}")
@@ -125,6 +126,9 @@ class Tool:
         self.timeout = float(timeout)
         self.expected_duration = float(expected_duration)
         self.idempotent = (risk == "low") if idempotent is None else bool(idempotent)
+        # Changes nothing anywhere (a look-up): a call of it may run before the reply that
+        # asked for it is stored (``Turns.reads_now``). Only low-risk tools count as such.
+        self.read_only = bool(read_only) and risk == "low"
         self.is_async = inspect.iscoroutinefunction(fn)
         summary, param_docs = _parse_docstring(inspect.getdoc(fn) or "")
         self.description = description or summary or self.name
@@ -148,8 +152,10 @@ class Tool:
             )
         self._normalized = {_norm(p): p for p in self.params}
         self._param_set = frozenset(self.params)
-        # How its calls have gone so far (``execution``: quick ones, or -1 once slow).
+        # How its calls have gone so far (``execution``: quick ones, or -1 once slow; the
+        # last call's duration).
         self._pace = 0
+        self._last_ms: float | None = None
         self._spec = ToolSpec(self.name, self.description, self.schema)
         self.__doc__ = fn.__doc__
         self.__name__ = getattr(fn, "__name__", self.name)
@@ -173,6 +179,7 @@ class Tool:
         timeout: float = 30.0,
         idempotent: bool | None = None,
         check: Callable[[dict[str, Any]], Any] | None = None,
+        read_only: bool = False,
     ) -> Tool:
         """A tool that comes from elsewhere (an MCP server's): its arguments are described
         by a JSON Schema, not by a Python signature. The schema goes to the model as
@@ -194,6 +201,7 @@ class Tool:
             idempotent=idempotent,
             check=check,
             input_schema=input_schema,
+            read_only=read_only,
         )
 
     def spec(self) -> ToolSpec:
@@ -503,6 +511,7 @@ def tool(
     expected_duration: float = 1.0,
     idempotent: bool | None = None,
     check: Callable[[dict[str, Any]], Any] | None = None,
+    read_only: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 
 
@@ -518,6 +527,7 @@ def tool(
     expected_duration: float = 1.0,
     idempotent: bool | None = None,
     check: Callable[[dict[str, Any]], Any] | None = None,
+    read_only: bool = False,
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make a ``Tool`` of a plain function (sync or async): ``@tool`` or ``@tool(risk="high")``."""
 
@@ -532,6 +542,7 @@ def tool(
             expected_duration=expected_duration,
             idempotent=idempotent,
             check=check,
+            read_only=read_only,
         )
 
     return wrap(fn) if fn is not None else wrap

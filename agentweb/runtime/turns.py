@@ -25,7 +25,7 @@ from .approvals import ApprovalGate
 from .compaction import ARGUMENTS_HINT
 from .config import AgentConfig
 from .events import Event
-from .execution import Invocation, ToolResult, format_for_model, run_tools
+from .execution import Invocation, ToolResult, format_for_model, quick_read, run_tools
 from .images import ImageStore, store_images
 from .journal import Admission, Declined, ExecutionJournal
 from .messages import ToolCall, ToolMessage
@@ -150,6 +150,24 @@ class Turns:
         elif verdict.person:
             item.ask(verdict.code)
         return item, fp
+
+    def reads_now(self, state: LoopState) -> bool:
+        """Whether the planned turn may run in the step of its reply: every call that is
+        to run is a quick read (``quick_read``: a read-only tool, low risk for this agent,
+        counted by no total, its last call quick). A read changes nothing, so running it
+        before the reply is stored risks nothing: a worker that dies first leaves neither
+        the reply nor an effect behind, and the recovered run asks the model again."""
+        turn = state.turn or []
+        queued = [c for c in turn if c.state == "queued"]
+        if not queued or any(c.state not in ("queued", "done") for c in turn):
+            return False
+        for item in queued:
+            t = self.tools.get(item.name)
+            if t is None or item.risk != "low" or item.reason == DRY or not quick_read(t):
+                return False
+            if self.gate.total_key(t, item.arguments, self.config.risk_overrides.get(t.name)):
+                return False
+        return True
 
     # -- running -----------------------------------------------------------------------------
 

@@ -75,7 +75,7 @@ def _public(account: dict[str, Any]) -> dict[str, Any]:
 # --- reads --------------------------------------------------------------------------------
 
 
-@tool
+@tool(read_only=True)
 def find_account(query: str) -> dict[str, Any]:
     """Find accounts by part of a name, username or email address.
 
@@ -93,7 +93,7 @@ def find_account(query: str) -> dict[str, Any]:
     return {"query": query, "accounts": found}
 
 
-@tool
+@tool(read_only=True)
 def get_account(username: str) -> dict[str, Any]:
     """An account: status (locked, failed logins, MFA), department, manager, licences
     and devices.
@@ -104,7 +104,7 @@ def get_account(username: str) -> dict[str, Any]:
     return _public(_account(username))
 
 
-@tool
+@tool(read_only=True)
 def get_device(asset_tag: str) -> dict[str, Any]:
     """A device by its asset tag: kind, model, operating system, owner, disk encryption.
 
@@ -117,7 +117,7 @@ def get_device(asset_tag: str) -> dict[str, Any]:
     return dict(device)
 
 
-@tool
+@tool(read_only=True)
 def licence_seats(product: Product) -> dict[str, Any]:
     """How many seats of a software licence exist and are in use.
 

@@ -172,3 +172,49 @@ def test_reply_step_and_tool_step_are_stored_separately(people, scripted, enqueu
     assert seen[0] == (["run_started", "model_called"], ["queued"])
     assert seen[1] == (["tool_call_started", "tool_call_finished"], None)
     assert seen[2][0] == ["model_called", "run_finished"]
+
+
+@pytest.mark.parametrize("point", ["reply_received", "step_committing", "reply_stored"])
+def test_a_quick_read_runs_with_its_reply_and_a_crash_costs_only_the_read_again(
+    people, scripted, enqueued, crash_at, monkeypatch, point
+) -> None:
+    """A read-only tool whose last call was quick runs in its reply's step (Turns.reads_now):
+    the reply, the call and its result are stored by one transaction. A worker that dies
+    before that commits leaves nothing: the recovered run asks the model again and reads
+    again (a read changes nothing); one that dies after it does neither again. Either way
+    one execution record, contiguous seqs, the events of one reply and one read."""
+    monkeypatch.setattr(sample_tools.lookup, "read_only", True)
+    monkeypatch.setattr(sample_tools.lookup, "_last_ms", 0.5)
+    first = after_results(lambda: call("lookup", order_id="A1"))
+    scripted.enqueue(first, first, first)
+    crash_at(f"{point}:lookup")
+    run = actions.do_create_run(user=people["operator"], task="Where is A1?")
+    with pytest.raises(Died):
+        engine.execute_run(run.pk)
+    assert crash_at.fired == [f"{point}:lookup"]
+    stored = RunEvent.objects.filter(run=run)
+    if point == "reply_stored":  # the step committed: reply, call and result together
+        assert [e.type for e in stored.order_by("seq")] == [
+            "run_started",
+            "model_called",
+            "tool_call_started",
+            "tool_call_finished",
+        ]
+    else:
+        assert not stored.exists() and not ToolExecution.objects.filter(run=run).exists()
+    take_over(run)
+    assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
+    types = list(RunEvent.objects.filter(run=run).order_by("seq").values_list("type", flat=True))
+    assert types == [
+        "run_started",
+        "model_called",
+        "tool_call_started",
+        "tool_call_finished",
+        "model_called",
+        "run_finished",
+    ]
+    assert list(RunEvent.objects.filter(run=run).order_by("seq").values_list("seq", flat=True)) == [
+        1, 2, 3, 4, 5, 6,
+    ]  # fmt: skip
+    assert ToolExecution.objects.filter(run=run).count() == 1
+    assert model_asks(scripted) == (2 if point == "reply_stored" else 3)

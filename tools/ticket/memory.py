@@ -11,7 +11,7 @@ from agentweb.shop.models import CustomerFact
 from ._context import idempotency_key
 
 
-@tool(risk="low")
+@tool(risk="low", read_only=True)
 def recall_customer_facts(customer_id: str) -> dict[str, Any]:
     """Recall what earlier runs remembered about a customer (preferences, past escalations).
 

@@ -89,7 +89,7 @@ def describe_order(order: Order) -> dict[str, Any]:
     }
 
 
-@tool(risk="low")
+@tool(risk="low", read_only=True)
 def get_order(order_id: str) -> dict[str, Any]:
     """Look up an order: status, items, amounts captured and refunded, address, shipments.
 
@@ -99,7 +99,7 @@ def get_order(order_id: str) -> dict[str, Any]:
     return describe_order(find_order(order_id))
 
 
-@tool(risk="low")
+@tool(risk="low", read_only=True)
 def track_shipment(tracking_number: str) -> dict[str, Any]:
     """Track a parcel: carrier status, delivery estimate and the carrier's scan events.
 
@@ -136,7 +136,7 @@ def track_shipment(tracking_number: str) -> dict[str, Any]:
     }
 
 
-@tool(risk="low")
+@tool(risk="low", read_only=True)
 def get_customer(customer_id: str) -> dict[str, Any]:
     """Look up a customer: contact details, tier, default address and recent orders.
 
@@ -169,7 +169,7 @@ def get_customer(customer_id: str) -> dict[str, Any]:
     }
 
 
-@tool(risk="low")
+@tool(risk="low", read_only=True)
 def get_customer_notes(customer_id: str) -> dict[str, Any]:
     """Read the support team's notes about a customer, oldest first.
 
@@ -186,7 +186,7 @@ def get_customer_notes(customer_id: str) -> dict[str, Any]:
     }
 
 
-@tool(risk="low")
+@tool(risk="low", read_only=True)
 def check_inventory(sku: str) -> dict[str, Any]:
     """Check stock of a product: units on hand, available, and the next restock date.
 
@@ -266,7 +266,7 @@ def _kb_query() -> tuple[str, tuple[Any, ...]]:
     return sql, tuple(params)
 
 
-@tool(risk="low")
+@tool(risk="low", read_only=True)
 def search_kb(query: str) -> dict[str, Any]:
     """Search the knowledge base (policies, how-tos) and return the best matching articles.
 

@@ -12,7 +12,7 @@ from . import workspace
 _IMAGE_TYPES = {b"\x89PNG": "image/png", b"\xff\xd8\xff": "image/jpeg", b"GIF8": "image/gif"}
 
 
-@tool(risk="low", timeout=20, expected_duration=0.1)
+@tool(risk="low", timeout=20, expected_duration=0.1, read_only=True)
 def list_files(ctx: ToolContext, path: str = ".") -> dict[str, Any]:
     """List the files in the run's workspace (recursively), with their sizes.
 
@@ -29,7 +29,7 @@ def list_files(ctx: ToolContext, path: str = ".") -> dict[str, Any]:
     }
 
 
-@tool(risk="low", timeout=20, expected_duration=0.1)
+@tool(risk="low", timeout=20, expected_duration=0.1, read_only=True)
 def read_file(ctx: ToolContext, path: str) -> Any:
     """Read a file from the run's workspace: text (the first 64 KiB), or an image (PNG,
     JPEG, GIF) that you get to see.
