@@ -11,6 +11,8 @@ profile's as the run started.
 
 from __future__ import annotations
 
+import copy
+
 import difflib
 import json
 from dataclasses import dataclass
@@ -118,10 +120,30 @@ def profile_for_run(profile: AgentProfile, version: int | None) -> AgentProfile:
     itself when the run has none, or the version is gone)."""
     if version is None:
         return profile
-    found = ProfileVersion.objects.filter(profile=profile, n=version).only("data").first()
-    if found is None:
+    data = _version_data(profile.pk, version)
+    if data is None:
         return profile
-    return apply(profile, found.data)
+    return apply(profile, copy.deepcopy(data))
+
+
+#: Version data by (profile id, n), as read once: a version never changes (a trigger
+#: refuses an UPDATE of its row), so every run of it after the first in a process is
+#: built without asking the database.
+_VERSIONS: dict[tuple[int, int], dict[str, Any]] = {}
+_VERSIONS_KEPT = 256
+
+
+def _version_data(profile_id: int, n: int) -> dict[str, Any] | None:
+    key = (profile_id, n)
+    data = _VERSIONS.get(key)
+    if data is None:
+        found = ProfileVersion.objects.filter(profile_id=profile_id, n=n).only("data").first()
+        if found is None:
+            return None  # not kept: a version saved later under this number is read then
+        if len(_VERSIONS) >= _VERSIONS_KEPT:
+            _VERSIONS.clear()
+        data = _VERSIONS[key] = found.data
+    return data
 
 
 @dataclass(frozen=True, slots=True)
