@@ -7,8 +7,9 @@ import re
 from types import SimpleNamespace
 from typing import Any
 
+import psycopg
 from django.contrib.postgres.search import SearchHeadline, SearchQuery, SearchRank
-from django.db import connection
+from django.db import connection, models
 from django.db.models import F
 
 from agentweb.runtime.tools import tool
@@ -25,6 +26,10 @@ from agentweb.shop.models import (
     InventoryItem,
     KBArticle,
     Order,
+    OrderItem,
+    Payment,
+    Refund,
+    Shipment,
 )
 from agentweb.tickets.models import Ticket
 
@@ -36,7 +41,48 @@ def _date(value: Any) -> str | None:
     return value.isoformat() if value is not None else None
 
 
+#: An order's rows of each kind, by the name ``describe_order`` reads them under.
+_CHILDREN: tuple[tuple[str, type[models.Model]], ...] = (
+    ("refunds", Refund),
+    ("items", OrderItem),
+    ("payments", Payment),
+    ("shipments", Shipment),
+)
+_ANY_ORDER = -7_000_000_001  # stands for the order's id while the queries are compiled
+
+
+@functools.cache
+def _children_query() -> tuple[str, tuple[Any, ...], tuple[list[str], ...]]:
+    """One string of the four SELECTs the ORM makes for an order's refunds, items,
+    payments and shipments (in each model's order), compiled once, with ``_ANY_ORDER``
+    where the order's id goes, and the columns each returns."""
+    sqls, params, columns = [], [], []
+    for _, model in _CHILDREN:
+        sql, values = model.objects.filter(order_id=_ANY_ORDER).query.sql_with_params()
+        sqls.append(sql)
+        params.extend(values)
+        columns.append([f.attname for f in model._meta.concrete_fields])
+    return "; ".join(sqls), tuple(params), tuple(columns)
+
+
+def _load_children(order: Order) -> None:
+    """Read an order's refunds, items, payments and shipments in one round trip (where
+    the cursor binds on the client) into its prefetch cache, which ``order.refunds.all()``
+    and the like then read: four queries the ORM would build and send one by one."""
+    sql, template, columns = _children_query()
+    with connection.cursor() as cursor:
+        if not isinstance(cursor.cursor, psycopg.ClientCursor):
+            return  # the ORM's own queries, one by one
+        cursor.execute(sql, [order.pk if p == _ANY_ORDER else p for p in template])
+        cache = {}
+        for (name, model), names in zip(_CHILDREN, columns, strict=True):
+            cache[name] = [model.from_db(connection.alias, names, row) for row in cursor.fetchall()]
+            cursor.nextset()
+    order._prefetched_objects_cache = cache
+
+
 def describe_order(order: Order) -> dict[str, Any]:
+    _load_children(order)
     refunds = list(order.refunds.all())  # one query for the list and the sum
     refunded = sum((r.amount for r in refunds), ZERO)
     return {
