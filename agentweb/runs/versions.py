@@ -12,7 +12,6 @@ profile's as the run started.
 from __future__ import annotations
 
 import copy
-
 import difflib
 import json
 from dataclasses import dataclass
