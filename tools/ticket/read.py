@@ -58,7 +58,7 @@ def _children_query() -> tuple[str, tuple[Any, ...], tuple[list[str], ...]]:
     where the order's id goes, and the columns each returns."""
     sqls, params, columns = [], [], []
     for _, model in _CHILDREN:
-        sql, values = model.objects.filter(order_id=_ANY_ORDER).query.sql_with_params()
+        sql, values = model._default_manager.filter(order_id=_ANY_ORDER).query.sql_with_params()
         sqls.append(sql)
         params.extend(values)
         columns.append([f.attname for f in model._meta.concrete_fields])
@@ -78,7 +78,7 @@ def _load_children(order: Order) -> None:
         for (name, model), names in zip(_CHILDREN, columns, strict=True):
             cache[name] = [model.from_db(connection.alias, names, row) for row in cursor.fetchall()]
             cursor.nextset()
-    order._prefetched_objects_cache = cache
+    order._prefetched_objects_cache = cache  # type: ignore[attr-defined]  # as prefetch_related
 
 
 def describe_order(order: Order) -> dict[str, Any]:
