@@ -56,7 +56,9 @@ def _children_query() -> tuple[str, tuple[Any, ...], tuple[list[str], ...]]:
     """One string of the four SELECTs the ORM makes for an order's refunds, items,
     payments and shipments (in each model's order), compiled once, with ``_ANY_ORDER``
     where the order's id goes, and the columns each returns."""
-    sqls, params, columns = [], [], []
+    sqls: list[str] = []
+    params: list[Any] = []
+    columns: list[list[str]] = []
     for _, model in _CHILDREN:
         sql, values = model._default_manager.filter(order_id=_ANY_ORDER).query.sql_with_params()
         sqls.append(sql)
