@@ -71,6 +71,19 @@ def bench_database(url: str, suffix: str = "_bench") -> str:
     return urlunsplit(parts._replace(path=f"/{name}"))
 
 
+def production_settings(debug: bool) -> dict[str, str]:
+    """DEBUG on as ``make run`` has it, or off as a deployment has it (the default of the
+    benchmarks: with DEBUG on Django logs every query, a cost no deployment pays)."""
+    if debug:
+        return {"DEBUG": "1"}
+    return {
+        "DEBUG": "0",
+        "SECRET_KEY": "bench-" + "x" * 60,
+        "ALLOWED_HOSTS": "127.0.0.1,localhost",
+        "SECURE_SSL_REDIRECT": "0",
+    }
+
+
 def responder(delay: float) -> Any:
     """Three lookups of the order named in the task, then an answer; by conversation."""
 
@@ -193,13 +206,18 @@ def main() -> int:
         action="store_true",
         help="the seeded ticket-assistant profile with the ticket tools, streaming on; part 1",
     )
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="DEBUG=1 as make run has it (Django then logs every query); default: DEBUG off",
+    )
     args = parser.parse_args()
 
     base_url = os.environ["DATABASE_URL"]
     env = dict(os.environ)
     env.update(
         DATABASE_URL=bench_database(base_url),
-        DEBUG="1",
+        **production_settings(args.debug),
         AGENTWEB_TOOLS="tools.ticket" if args.ticket else "tests.runs.sample_tools",
         AGENTWEB_STREAM="1" if args.ticket else "0",
         AGENTWEB_MODEL="openai:bench",
@@ -215,6 +233,8 @@ def main() -> int:
     from django.core.management import call_command
 
     call_command("migrate", "--noinput", verbosity=0)
+    if not args.debug:  # pages need the static files' manifest with DEBUG off
+        call_command("collectstatic", "--noinput", verbosity=0)
     call_command("seed_demo", stdout=open(os.devnull, "w"))  # noqa: SIM115
     from django.contrib.auth import get_user_model
 
