@@ -17,6 +17,7 @@ from django.db import connection
 from django.utils import timezone
 
 from agentweb.budgets.models import DailySpend
+from agentweb.runs import store
 from agentweb.runs.models import Run, RunEvent
 from agentweb.teams.models import Team
 
@@ -95,17 +96,21 @@ def record(run: Run, events: Iterable[Mapping[str, Any]]) -> None:
     for kind, ref in keys:
         params += [day, kind, ref, cost, tokens, calls, unpriced]
     table = DailySpend._meta.db_table
+    sql = (
+        # only our table's name and placeholders are formatted in
+        f"INSERT INTO {table} (day, kind, ref, cost_usd, tokens, model_calls, unpriced_calls) "  # noqa: S608
+        f"VALUES {values} ON CONFLICT (day, kind, ref) DO UPDATE SET "
+        f"cost_usd = {table}.cost_usd + EXCLUDED.cost_usd, "
+        f"tokens = {table}.tokens + EXCLUDED.tokens, "
+        f"model_calls = {table}.model_calls + EXCLUDED.model_calls, "
+        f"unpriced_calls = {table}.unpriced_calls + EXCLUDED.unpriced_calls"
+    )
+    batch = store.step_batch()
+    if batch is not None:  # with the step's other writes, in its one round trip
+        batch.add(sql, params)
+        return
     with connection.cursor() as cursor:
-        cursor.execute(
-            # only our table's name and placeholders are formatted in
-            f"INSERT INTO {table} (day, kind, ref, cost_usd, tokens, model_calls, unpriced_calls) "  # noqa: S608
-            f"VALUES {values} ON CONFLICT (day, kind, ref) DO UPDATE SET "
-            f"cost_usd = {table}.cost_usd + EXCLUDED.cost_usd, "
-            f"tokens = {table}.tokens + EXCLUDED.tokens, "
-            f"model_calls = {table}.model_calls + EXCLUDED.model_calls, "
-            f"unpriced_calls = {table}.unpriced_calls + EXCLUDED.unpriced_calls",
-            params,
-        )
+        cursor.execute(sql, params)
 
 
 def spent_today(

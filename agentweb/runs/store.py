@@ -9,6 +9,7 @@ commits with the events). After commit it is told to the run's page and the run 
 
 from __future__ import annotations
 
+import contextvars
 import functools
 from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
@@ -27,6 +28,16 @@ from agentweb.runs.models import AgentProfile, Approval, AuditEntry, Run, RunEve
 #: them (so what a hook writes commits with the events): ``on_events_stored``.
 StoredHook = Callable[[Run, list[RunEvent]], None]
 _stored_hooks: list[StoredHook] = []
+
+
+_batch: contextvars.ContextVar[Batch | None] = contextvars.ContextVar("step_batch", default=None)
+
+
+def step_batch() -> Batch | None:
+    """For an ``on_events_stored`` hook: the batch of the step being stored, if the step
+    sends its writes as one (``runs.batch``); a hook's write that needs no answer may
+    join it instead of a round trip of its own. None: execute as usual."""
+    return _batch.get()
 
 
 def on_events_stored(hook: StoredHook) -> None:
@@ -68,8 +79,12 @@ def append_events(
     if save_seq:
         Run.objects.filter(pk=run.pk).update(last_seq=seq)
     publish.run_changed_on_commit(run.pk, seq, run.status if status_changed else None)
-    for hook in _stored_hooks:
-        hook(run, rows)
+    token = _batch.set(batch)
+    try:
+        for hook in _stored_hooks:
+            hook(run, rows)
+    finally:
+        _batch.reset(token)
     if hooks.wants(r.type for r in rows):  # spans and metrics, after commit
         step = _stored_step(run, rows, step_ended_ns)
         transaction.on_commit(functools.partial(hooks.step_stored, step))

@@ -119,8 +119,8 @@ def test_only_a_runs_end_waits_for_the_disk_flush_unless_every_step_must(
 
 
 def test_a_steps_writes_reach_postgresql_in_one_statement(people, scripted, enqueued) -> None:
-    """A step's tool executions, events and the run's row go in one execute (one round
-    trip) after the row lock; a step that leaves the run running does not write the
+    """A step's tool executions, events, the spend of its model call and the run's row go
+    in one execute (one round trip) after the row lock; a step that leaves the run running does not write the
     indexed lease column (the keeper renews it), so PostgreSQL may update the row in
     place."""
     from django.test.utils import CaptureQueriesContext
@@ -138,6 +138,10 @@ def test_a_steps_writes_reach_postgresql_in_one_statement(people, scripted, enqu
     for sql in (reply, tool_step):
         assert "lease_expires_at" not in sql.split('UPDATE "runs_run" SET')[1]
     assert "lease_expires_at" in answer.split('UPDATE "runs_run" SET')[1]  # released
+    # a model call's spend joins its step's writes (budgets' ledger, an on_events_stored hook)
+    assert all("INSERT INTO budgets_dailyspend" in sql for sql in (reply, answer))
+    assert "budgets_dailyspend" not in tool_step
+    assert not [sql for sql in sent if sql.startswith("INSERT INTO budgets_dailyspend")]
     assert types(run)[-1] == "run_finished" and seqs(run) == list(range(1, 7))
     execution = ToolExecution.objects.get(run=run)
     assert execution.status == "succeeded" and execution.arguments == {"order_id": "A1"}
