@@ -120,9 +120,9 @@ def test_only_a_runs_end_waits_for_the_disk_flush_unless_every_step_must(
 
 def test_a_steps_writes_reach_postgresql_in_one_statement(people, scripted, enqueued) -> None:
     """A step's tool executions, events, the spend of its model call and the run's row go
-    in one execute (one round trip) after the row lock; a step that leaves the run running does not write the
-    indexed lease column (the keeper renews it), so PostgreSQL may update the row in
-    place."""
+    in one execute (one round trip) after the row lock; a step that leaves the run running
+    does not write the indexed lease column (the keeper renews it), so PostgreSQL may
+    update the row in place."""
     from django.test.utils import CaptureQueriesContext
 
     scripted.enqueue(call("lookup", order_id="A1"), "Order A1 was delivered.")
