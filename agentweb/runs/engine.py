@@ -18,7 +18,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, NamedTuple
 
 import psycopg
@@ -218,13 +218,17 @@ class _LeaseKeeper:
 _leases = _LeaseKeeper()
 
 
-def execute_run(run_id: int) -> str | None:
+def execute_run(run_id: int, on_claimed: Callable[[str], None] | None = None) -> str | None:
     """Claim and advance a run until it finishes, fails, is cancelled or needs a human.
+    ``on_claimed(trace_id)`` is called once the run is ours (the task's log lines).
 
     Returns the run's final status for this attempt, or None when it was not ours."""
     owner = f"{WORKER_ID}:{uuid.uuid4().hex[:8]}"
-    if not lifecycle.claim(run_id, owner):
+    trace_id = lifecycle.claim(run_id, owner)
+    if trace_id is None:
         return None
+    if on_claimed is not None:
+        on_claimed(trace_id)
     publish.run_status_now(run_id, Run.Status.RUNNING)  # the steps tell only changes
     held = _leases.hold(run_id, owner)
     try:

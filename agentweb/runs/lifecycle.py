@@ -101,9 +101,10 @@ def run_lock_key(run_id: int) -> int:
     return run_id % 2147483648
 
 
-def claim(run_id: int, owner: str) -> bool:
+def claim(run_id: int, owner: str) -> str | None:
     """Take the run if it is queued, or running under a lease that expired while no live
-    worker holds it (one conditional UPDATE, no row lock taken beforehand).
+    worker holds it (one conditional UPDATE, no row lock taken beforehand). Returns the
+    run's trace id when taken (for the worker's log lines), None when not.
 
     A worker whose lease keeper was starved (a busy machine, an exhausted pool) still
     holds the run's advisory lock in its keeper's session, so its run is not taken over
@@ -117,7 +118,8 @@ def claim(run_id: int, owner: str) -> bool:
             "WHERE id = %s AND CASE WHEN status = %s THEN true "
             "WHEN status = %s AND lease_expires_at < %s "
             # nobody's session holds the run's lock (taken for this transaction only)
-            "THEN pg_try_advisory_xact_lock(%s, (id %% 2147483648)::int) ELSE false END",
+            "THEN pg_try_advisory_xact_lock(%s, (id %% 2147483648)::int) ELSE false END "
+            "RETURNING trace_id",
             [
                 Run.Status.RUNNING,
                 owner,
@@ -130,7 +132,8 @@ def claim(run_id: int, owner: str) -> bool:
                 RUN_LOCK_SPACE,
             ],
         )
-        return cursor.rowcount == 1
+        row = cursor.fetchone()
+    return None if row is None else str(row[0])
 
 
 # --- a step's outcome ---------------------------------------------------------------------

@@ -10,7 +10,6 @@ from django.db import connections
 from agentweb import celery as celery_app
 from agentweb.observability.logs import run_scope
 from agentweb.runs import actions, engine, hooks, lifecycle
-from agentweb.runs.models import Run
 
 log = logging.getLogger(__name__)
 
@@ -18,10 +17,14 @@ log = logging.getLogger(__name__)
 @shared_task(acks_late=True, ignore_result=True)
 def run_agent(run_id: int) -> str | None:
     """Advance a run (new, resumed after a decision, or recovered after a crash)."""
-    trace_id = Run.objects.filter(pk=run_id).values_list("trace_id", flat=True).first()
-    with run_scope(run_id, trace_id or ""):
-        log.info("run %s: worker picked it up", run_id)
-        status = engine.execute_run(run_id)
+    with run_scope(run_id) as fields:
+
+        def claimed(trace_id: str) -> None:  # the claim's UPDATE returned the trace id
+            if trace_id:
+                fields["trace_id"] = trace_id
+            log.info("run %s: worker picked it up", run_id)
+
+        status = engine.execute_run(run_id, on_claimed=claimed)
         if status is None:
             log.info("run %s: not ours (taken by another worker, or not runnable)", run_id)
         else:
