@@ -23,6 +23,7 @@ BENCHES = [
     ("500 runs at once: runs/s, CPU per run per process, approval to action", "bench_burst.py", []),
     ("tracing off and on, side by side", "bench_tracing.py", []),
     ("whole stack, seeded ticket-assistant, streaming", "bench_stack.py", ["--ticket"]),
+    ("inside the worker: the seeded run's time by phase", "bench_engine.py", []),
     ("live WebSocket delivery", "bench_live.py", ["--check"]),
     ("tool selection recall", "bench_selection.py", []),
     ("hostile input, resync flood, Redis restart", "bench_hardening.py", []),
