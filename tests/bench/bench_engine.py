@@ -8,9 +8,9 @@ process by ``engine.execute_run``, one at a time, so the figures are the engine'
 per run, wall time, this thread's CPU and the process's CPU (tool threads included),
 each also as a multiple of a fixed piece of pure-Python work timed after every run
 (these machines' speed drifts by up to 1.5x within minutes; the multiple drifts less),
-statements the run's thread sent to PostgreSQL, and wall time per phase (model calls, tool calls, the
-step's transaction and its parts, the budget check, setting up), from wrappers around
-the engine's functions.
+statements the run's thread sent to PostgreSQL, and wall time per phase (model calls,
+tool calls, the step's transaction and its parts, the budget check, setting up), from
+wrappers around the engine's functions.
 
     python -m agentweb.devstack exec -- .venv/bin/python tests/bench/bench_engine.py [-n 100]
 
