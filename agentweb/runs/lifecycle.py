@@ -267,8 +267,10 @@ def ended(run: Run) -> None:
 
     Reports to the parent (``subtask_finished``, usage rolled up, the parent woken when
     this was the last child it waits for) and cancels this run's active children after
-    commit."""
-    transaction.on_commit(lambda: cancel_children(run.pk))
+    commit (a run whose profile has no ``delegates`` never had the tool that makes
+    children: nothing to look for)."""
+    if not Run.agent.is_cached(run) or run.agent.delegates:
+        transaction.on_commit(lambda: cancel_children(run.pk))
     if run.parent_id is None:
         return
     done = Run.objects.only("status", "final_answer", "failure_reason", "usage").get(pk=run.pk)

@@ -147,6 +147,22 @@ def test_a_steps_writes_reach_postgresql_in_one_statement(people, scripted, enqu
     assert execution.status == "succeeded" and execution.arguments == {"order_id": "A1"}
 
 
+def test_a_run_that_could_not_delegate_does_not_look_for_children_at_its_end(
+    people, scripted, enqueued
+) -> None:
+    """Children come only from delegate_task, which a profile without delegates does not
+    offer; such a run's end asks nothing about children (a delegating run's end still
+    cancels its active children: tests/runs/test_delegation.py)."""
+    from django.test.utils import CaptureQueriesContext
+
+    scripted.enqueue("Nothing to look up.")
+    run = start(people)
+    assert not run.agent.delegates
+    with CaptureQueriesContext(connection) as captured:
+        assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
+    assert not [q for q in captured.captured_queries if '"parent_id" =' in q["sql"]]
+
+
 def test_the_run_lists_hear_of_each_status_once(people, scripted, enqueued, monkeypatch) -> None:
     """Followers of the run hear of every stored step; the run lists only of the status
     changes (claimed: running, then the end), not once more per step."""
