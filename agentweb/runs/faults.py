@@ -9,7 +9,8 @@ Unset (the default) it costs one attribute read.
 Points, in the order a step passes them:
 
 - ``reply_received``: the model's reply is in memory, nothing of it is stored yet;
-- ``reply_stored``: the reply and its planned calls are committed, no tool has run;
+- ``reply_stored``: the reply and its planned calls are committed, no tool has run
+  (quick reads excepted: they ran in the reply's step and were committed with it);
 - ``tool_begun``: the execution record of a call with side effects is committed, the
   tool has not been called;
 - ``tool_returned``: the tool returned, its result is not recorded yet;
