@@ -85,8 +85,8 @@ def _apply(run: Run, fields: dict[str, Any]) -> None:
 def create(**fields: Any) -> Run:
     """A new queued run (top-level or a child), enqueued and told to the lists on commit."""
     run = Run.objects.create(**_queued(**fields))
+    queue.enqueue_on_commit(run.pk)  # first: the worker's wake-up is what the run waits for
     publish.run_status_on_commit(run.pk, run.status)
-    queue.enqueue_on_commit(run.pk)
     return run
 
 
