@@ -101,3 +101,47 @@ def test_every_kind_of_redis_url_gets_the_cancellable_connection(url: str, expec
     assert host["connection_class"] is expected
     assert host["socket_timeout"] == 30 and host["max_connections"] == 5
     assert "address" not in host
+
+
+async def test_a_group_send_reaches_members_and_costs_an_empty_group_one_command(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Nobody watching: ZRANGE only (no expiry sweep, no script). A member, or one whose
+    time ran out, still gets channels-redis' whole send."""
+    from redis.asyncio import Redis
+
+    sent: list[str] = []
+    for name in ("zrange", "zremrangebyscore", "eval"):
+        real = getattr(Redis, name)
+
+        def spy(self: Any, *args: Any, _real: Any = real, _name: str = name, **kw: Any) -> Any:
+            sent.append(_name)
+            return _real(self, *args, **kw)
+
+        monkeypatch.setattr(Redis, name, spy)
+    layer = type(get_channel_layer())(
+        hosts=get_channel_layer().hosts, expiry=30, group_expiry=86400, capacity=100
+    )
+    group = f"agentweb-test-{id(layer)}"
+    await layer.group_send(group, {"type": "run.event", "seq": 1})
+    assert sent == ["zrange"]
+
+    sent.clear()
+    channel = await layer.new_channel()
+    await layer.group_add(group, channel)
+    await layer.group_send(group, {"type": "run.event", "seq": 2})
+    assert await asyncio.wait_for(layer.receive(channel), timeout=10) == {
+        "type": "run.event",
+        "seq": 2,
+    }
+    assert sent[0] == "zrange" and "eval" in sent  # channels-redis' own send after the look
+
+    # A member whose time ran out: found by the look, then dropped by channels-redis' sweep.
+    await layer.group_discard(group, channel)
+    stale = await layer.new_channel()
+    await layer.group_add(group, stale)
+    key = layer._group_key(group)
+    await layer.connection(layer.consistent_hash(group)).zadd(key, {stale: 1})  # long ago
+    await layer.group_send(group, {"type": "run.event", "seq": 3})
+    assert await layer.connection(layer.consistent_hash(group)).zrange(key, 0, -1) == []
+    await layer.close_pools()
