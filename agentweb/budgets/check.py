@@ -76,6 +76,7 @@ class Check:
         self.run = run
         self.chain = _chain(run)
         self._limits_at = -LIMITS_TTL_SECONDS
+        self._looked = False
         self._profiles: dict[int, tuple[str, dict[str, Any]]] = {}
         self._teams: dict[int, tuple[str, Decimal]] = {}
 
@@ -93,14 +94,15 @@ class Check:
                 "pk", "name", "budget"
             )
         }
-        teams = ledger.owners(self.run).teams
-        rows = Team.objects.filter(pk__in=teams, daily_cost_usd__isnull=False)
-        self._teams = {
-            pk: (name, limit)
-            for pk, name, limit in rows.values_list("pk", "name", "daily_cost_usd")
-            if limit is not None
-        }
-        self._limits_at = now
+        owners = ledger.owners(self.run)
+        if not self._looked:  # the first look: read with the owners, one query for both
+            rows: Any = owners.team_limits
+        else:
+            rows = Team.objects.filter(
+                pk__in=owners.teams, daily_cost_usd__isnull=False
+            ).values_list("pk", "name", "daily_cost_usd")
+        self._teams = {pk: (name, limit) for pk, name, limit in rows if limit is not None}
+        self._limits_at, self._looked = now, True
 
     def exceeded(self) -> BudgetExceeded | None:
         self._limits()

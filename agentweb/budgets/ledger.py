@@ -28,6 +28,9 @@ _OWNERS_ATTR = "_budget_owners"
 class Owners:
     profiles: tuple[int, ...]  # the run's profile, then its top run's (when another)
     teams: tuple[int, ...]
+    #: (id, name, daily_cost_usd) of those teams that have a daily limit, as read with
+    #: them (the budget check's first look; it reads them again later).
+    team_limits: tuple[tuple[int, str, Decimal], ...] = ()
 
 
 def today() -> date:
@@ -54,7 +57,12 @@ def owners(run: Run) -> Owners:
         teams = Team.objects.filter(queues__contains=[queue]) if queue else Team.objects.none()
     else:
         teams = Team.objects.filter(members=top.created_by_id)
-    found = Owners(profiles, tuple(sorted(teams.values_list("pk", flat=True).distinct())))
+    rows = sorted(set(teams.values_list("pk", "name", "daily_cost_usd")))
+    found = Owners(
+        profiles,
+        tuple(pk for pk, _, _ in rows),
+        tuple((pk, name, limit) for pk, name, limit in rows if limit is not None),
+    )
     setattr(run, _OWNERS_ATTR, found)
     return found
 

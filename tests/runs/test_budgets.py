@@ -290,3 +290,21 @@ def test_admins_see_spend_per_team_and_profile(people, scripted, enqueued) -> No
     assert operator.get("/api/spend").status_code == 403
     assert operator.get("/spend/").status_code == 403
     assert 'href="/spend/"' not in operator.get("/runs/").content.decode()
+
+
+def test_a_runs_first_budget_check_is_two_queries_and_later_ones_none(
+    people, django_assert_num_queries
+) -> None:
+    """The profiles' budgets, then the run's teams with their limits (one query, which
+    the ledger's owners reuse); within LIMITS_TTL_SECONDS no query at all when no limit
+    applies."""
+
+    profile()
+    do_save_team(None, actor=None, name="Billing", queues=["billing"], members=[people["operator"]])
+    run = Run.objects.select_related("agent").get(pk=start(people).pk)
+    check = Check(run)
+    with django_assert_num_queries(2):
+        assert check.exceeded() is None
+    assert ledger.owners(run).teams and ledger.owners(run).team_limits == ()
+    with django_assert_num_queries(0):
+        assert check.exceeded() is None
