@@ -28,6 +28,7 @@ import multiprocessing
 import os
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -55,6 +56,22 @@ def unit_of_work() -> float:
         json.loads(json.dumps(_DOC))
         sorted(str(i) for i in range(300))
     return (time.thread_time() - started) * 1000
+
+
+def cpu_by_thread() -> collections.Counter[str]:
+    """CPU seconds of this process's threads so far, by thread name (Linux: /proc), the
+    numbered threads of a pool under one name."""
+    out: collections.Counter[str] = collections.Counter()
+    tick = os.sysconf("SC_CLK_TCK")
+    names = {t.native_id: t.name for t in threading.enumerate()}
+    for task in Path("/proc/self/task").iterdir():
+        name = names.get(int(task.name), "(not a Python thread)")
+        try:
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # the thread ended meanwhile
+            continue
+        out[name.rstrip("0123456789_-")] += (int(fields[11]) + int(fields[12])) / tick
+    return out
 
 
 def timed(owner: Any, name: str, label: str) -> None:
@@ -151,10 +168,12 @@ def main() -> int:
     user = get_user_model().objects.get(username="operator")
     walls, cpus, procs, units, sent = [], [], [], [], []
     warm = 5
+    threads_before: collections.Counter[str] = collections.Counter()
     for i in range(args.runs + warm):
         if i == warm:
             SPENT.clear()
             CALLS.clear()
+            threads_before = cpu_by_thread()
         run = actions.do_create_run(user=user, task=f"Check order A{1001 + i % 25}")
         before = statements[0]
         wall, cpu, proc = time.perf_counter(), time.thread_time(), time.process_time()
@@ -169,6 +188,8 @@ def main() -> int:
             procs.append((time.process_time() - proc) * 1000)
             sent.append(statements[0] - before)
             units.append(unit_of_work())
+    threads = cpu_by_thread()
+    threads.subtract(threads_before)
     parent.send("stop")
     unit = statistics.median(units)
     results = {
@@ -181,6 +202,9 @@ def main() -> int:
         "thread_cpu_in_units": round(statistics.median(cpus) / unit, 2),
         "statements_per_run": statistics.median(sent),
         "phases_ms_per_run": {k: round(v * 1000 / args.runs, 2) for k, v in SPENT.items()},
+        "cpu_ms_per_run_by_thread": {
+            k: round(v * 1000 / args.runs, 2) for k, v in threads.most_common() if v > 0
+        },
         "load_average": os.getloadavg(),
     }
     print(
@@ -197,6 +221,9 @@ def main() -> int:
     print("  wall ms per run, by phase (calls per run):")
     for label, spent in SPENT.most_common():
         print(f"    {spent * 1000 / args.runs:7.2f}  {label} ({CALLS[label] / args.runs:.1f})")
+    print("  CPU ms per run, by thread (from /proc, in clock ticks: a mean over the runs):")
+    for label, spent in results["cpu_ms_per_run_by_thread"].items():
+        print(f"    {spent:7.2f}  {label}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0
