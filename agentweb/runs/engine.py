@@ -31,6 +31,7 @@ from agentweb.runs import delegation, forks, lifecycle, publish, store, versions
 from agentweb.runs.batch import Batch
 from agentweb.runs.faults import crash_point
 from agentweb.runs.journal import DbJournal
+from agentweb.runs.loading import run_for_worker
 from agentweb.runs.models import Approval, Run, ToolExecution, arguments_hash
 from agentweb.runs.pricing import cost_usd
 from agentweb.runs.toolset import registry, risk_of
@@ -278,7 +279,7 @@ def journal_for(run: Run) -> DbJournal:
 
 
 def _drive(run_id: int, owner: str, held: _Held) -> str:
-    run = Run.objects.select_related("agent", "created_by", "ticket").get(pk=run_id)
+    run = run_for_worker(run_id)  # with its profile, starter and ticket
     # The run runs the profile version it started with, whatever was saved since.
     run.agent = versions.profile_for_run(run.agent, run.agent_version)
     journal = journal_for(run)
