@@ -59,6 +59,10 @@ class TokenCounter(Protocol):
     def count_tools(self, tools: Sequence[ToolSpec]) -> int: ...
 
 
+#: Tool specs whose count a counter keeps (more: it forgets them all and starts again).
+_KNOWN_TOOLS = 2048
+
+
 class _Counter:
     """Shared message and tool framing; subclasses decide how text becomes tokens."""
 
@@ -85,12 +89,26 @@ class _Counter:
         return sum(self.count_message(m) for m in messages)
 
     def count_tools(self, tools: Sequence[ToolSpec]) -> int:
-        return sum(
+        """The tokens of the tools' names, descriptions and schemas. A tool's spec is made
+        once (``Tool.spec``) and offered at every model call: its count is kept with it
+        (by identity; the spec is kept too, so its id is not reused meanwhile)."""
+        known: dict[int, tuple[ToolSpec, int]] = self.__dict__.setdefault("_tool_counts", {})
+        total = 0
+        for t in tools:
+            hit = known.get(id(t))
+            if hit is None or hit[0] is not t:
+                if len(known) >= _KNOWN_TOOLS:
+                    known.clear()
+                hit = known[id(t)] = (t, self._count_tool(t))
+            total += hit[1]
+        return total
+
+    def _count_tool(self, t: ToolSpec) -> int:
+        return (
             TOOL_OVERHEAD
             + self.count_text(t.name)
             + self.count_text(t.description)
             + self.count_text(json.dumps(t.parameters, ensure_ascii=False))
-            for t in tools
         )
 
 

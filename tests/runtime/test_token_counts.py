@@ -1,0 +1,42 @@
+"""A counter keeps the count of each tool spec it has seen (specs are made once per tool
+and offered at every model call)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from agentweb.runtime.gateway import ToolSpec
+from agentweb.runtime.tokens import EstimateCounter
+
+
+class Counting(EstimateCounter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.texts = 0
+
+    def count_text(self, text: str) -> int:
+        self.texts += 1
+        return super().count_text(text)
+
+
+SPECS = [
+    ToolSpec("get_order", "Look an order up.", {"type": "object", "properties": {"id": {}}}),
+    ToolSpec("search_kb", "Search the help articles.", {"type": "object"}),
+]
+
+
+def test_the_same_specs_are_counted_once_and_the_total_is_unchanged() -> None:
+    counter, fresh = Counting(), EstimateCounter()
+    first = counter.count_tools(SPECS)
+    seen = counter.texts
+    assert first == sum(fresh.count_tools([s]) for s in SPECS) > 0
+    assert counter.count_tools(SPECS) == first and counter.texts == seen  # no text counted
+    assert counter.count_tools(SPECS[1:]) == fresh.count_tools(SPECS[1:])
+
+
+def test_an_equal_looking_new_spec_is_counted_as_itself() -> None:
+    counter = Counting()
+    counter.count_tools(SPECS)
+    longer = dataclasses.replace(SPECS[0], description="Look an order up. " * 20)
+    assert counter.count_tools([longer]) == EstimateCounter().count_tools([longer])
+    assert counter.count_tools([longer]) > counter.count_tools(SPECS[:1])
