@@ -15,7 +15,7 @@ import functools
 from typing import Any, NamedTuple
 
 from django.db import connections
-from django.db.models.query import get_related_populators
+from django.db.models.query import get_related_populators  # type: ignore[attr-defined]
 
 from agentweb.runs.models import Run
 
