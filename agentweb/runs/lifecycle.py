@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
@@ -101,6 +102,18 @@ def run_lock_key(run_id: int) -> int:
     return run_id % 2147483648
 
 
+_CLAIM = (
+    "UPDATE runs_run SET status = %s, lease_owner = %s, lease_expires_at = %s, "
+    "attempts = attempts + 1, started_at = COALESCE(started_at, %s) "
+    "WHERE id = %s AND CASE WHEN status = %s THEN true "
+    "WHEN status = %s AND lease_expires_at < %s "
+    # nobody's session holds the run's lock (taken for this transaction only)
+    "THEN pg_try_advisory_xact_lock(%s, (id %% 2147483648)::int) ELSE false END "
+    "RETURNING trace_id"
+)
+_CLAIM_NO_FLUSH_WAIT = "SET LOCAL synchronous_commit = off; " + _CLAIM
+
+
 def claim(run_id: int, owner: str) -> str | None:
     """Take the run if it is queued, or running under a lease that expired while no live
     worker holds it (one conditional UPDATE, no row lock taken beforehand). Returns the
@@ -109,17 +122,20 @@ def claim(run_id: int, owner: str) -> str | None:
     A worker whose lease keeper was starved (a busy machine, an exhausted pool) still
     holds the run's advisory lock in its keeper's session, so its run is not taken over
     while that worker lives: the step it is in the middle of is never paid for twice.
-    A worker that died lost its session, and with it the lock."""
+    A worker that died lost its session, and with it the lock.
+
+    The claim's commit does not wait for the WAL to reach the disk (as a mid-run step's:
+    ``engine._lock_run``): a claim lost with a crash of PostgreSQL leaves the run queued,
+    the worker's first step finds it not running and stops, and the sweep wakes the run
+    again; the first call with effects commits with the flush, which also flushes the
+    claim."""
     now = timezone.now()
     with connection.cursor() as cursor:
+        no_flush_wait = not connection.in_atomic_block and isinstance(
+            cursor.cursor, psycopg.ClientCursor
+        )
         cursor.execute(
-            "UPDATE runs_run SET status = %s, lease_owner = %s, lease_expires_at = %s, "
-            "attempts = attempts + 1, started_at = COALESCE(started_at, %s) "
-            "WHERE id = %s AND CASE WHEN status = %s THEN true "
-            "WHEN status = %s AND lease_expires_at < %s "
-            # nobody's session holds the run's lock (taken for this transaction only)
-            "THEN pg_try_advisory_xact_lock(%s, (id %% 2147483648)::int) ELSE false END "
-            "RETURNING trace_id",
+            (_CLAIM_NO_FLUSH_WAIT if no_flush_wait else _CLAIM),
             [
                 Run.Status.RUNNING,
                 owner,
@@ -132,6 +148,8 @@ def claim(run_id: int, owner: str) -> str | None:
                 RUN_LOCK_SPACE,
             ],
         )
+        if no_flush_wait:
+            cursor.nextset()  # past the SET's empty result
         row = cursor.fetchone()
     return None if row is None else str(row[0])
 
