@@ -17,7 +17,7 @@ are counted; a limit can therefore be passed by at most one call per running run
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -26,6 +26,7 @@ from django.db.models import Q
 
 from agentweb.budgets import ledger
 from agentweb.budgets.models import DailySpend
+from agentweb.runs.loading import CompiledRows
 from agentweb.runs.models import AgentProfile, Run
 from agentweb.runtime import BudgetExceeded, LoopState
 from agentweb.teams.models import Team
@@ -69,6 +70,12 @@ def _who(run: Run, this: Run) -> str:
     return f"run #{run.pk} above it (with its sub-runs)"
 
 
+_PROFILE_BUDGET = CompiledRows(
+    lambda pk: AgentProfile.objects.filter(pk=pk).values_list("pk", "name", "budget"),
+    [-7_000_000_012],
+)
+
+
 class Check:
     """The budget check of one run while a worker drives it."""
 
@@ -88,11 +95,13 @@ class Check:
         if now - self._limits_at < LIMITS_TTL_SECONDS:
             return
         ids = {r.agent_id for r in self.chain}
+        found: Iterable[tuple[Any, ...]]
+        if len(ids) == 1:  # a top run, or a sub-run of its own top run's profile
+            found = _PROFILE_BUDGET.rows(*ids)
+        else:
+            found = AgentProfile.objects.filter(pk__in=ids).values_list("pk", "name", "budget")
         self._profiles = {
-            pk: (name, budget if isinstance(budget, dict) else {})
-            for pk, name, budget in AgentProfile.objects.filter(pk__in=ids).values_list(
-                "pk", "name", "budget"
-            )
+            pk: (name, budget if isinstance(budget, dict) else {}) for pk, name, budget in found
         }
         owners = ledger.owners(self.run)
         if not self._looked:  # the first look: read with the owners, one query for both

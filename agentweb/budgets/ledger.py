@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from agentweb.budgets.models import DailySpend
 from agentweb.runs import store
+from agentweb.runs.loading import CompiledRows
 from agentweb.runs.models import Run, RunEvent
 from agentweb.teams.models import Team
 
@@ -44,6 +45,17 @@ def top_of(run: Run) -> Run:
     return Run.objects.select_related("agent", "ticket").get(pk=run.root_id)
 
 
+_TEAM_COLUMNS = ("pk", "name", "daily_cost_usd")
+_TEAMS_OF_QUEUE = CompiledRows(
+    lambda queue: Team.objects.filter(queues__contains=[queue]).values_list(*_TEAM_COLUMNS),
+    ["agentweb: a stand-in queue"],
+)
+_TEAMS_OF_MEMBER = CompiledRows(
+    lambda user: Team.objects.filter(members=user).values_list(*_TEAM_COLUMNS),
+    [-7_000_000_011],
+)
+
+
 def owners(run: Run) -> Owners:
     """Whose budgets ``run``'s calls count toward (kept on the run object while a worker
     drives it: its ticket's queue or its teams changing mid-run apply to its next drive)."""
@@ -54,10 +66,10 @@ def owners(run: Run) -> Owners:
     profiles = tuple(dict.fromkeys([run.agent_id, top.agent_id]))
     queue = top.ticket.queue if top.ticket_id is not None and top.ticket is not None else None
     if top.ticket_id is not None:
-        teams = Team.objects.filter(queues__contains=[queue]) if queue else Team.objects.none()
+        teams = _TEAMS_OF_QUEUE.rows(queue) if queue else []
     else:
-        teams = Team.objects.filter(members=top.created_by_id)
-    rows = sorted(set(teams.values_list("pk", "name", "daily_cost_usd")))
+        teams = _TEAMS_OF_MEMBER.rows(top.created_by_id)
+    rows = sorted(set(teams))
     found = Owners(
         profiles,
         tuple(pk for pk, _, _ in rows),

@@ -3,6 +3,7 @@ ORM's ``select_related(...).get(pk=...)`` gives, from SQL compiled once."""
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -46,3 +47,45 @@ def test_a_run_reads_as_the_orm_reads_it(people, with_ticket: bool) -> None:
 def test_a_missing_run_is_does_not_exist(people) -> None:
     with pytest.raises(Run.DoesNotExist):
         run_for_worker(987654321)
+
+
+def test_compiled_rows_are_the_orms_rows(people) -> None:
+    """The budget check's first look: a profile's budget (JSON), the teams of a queue (a
+    list parameter) and of a member (a join), as the ORM's values_list gives them."""
+    from agentweb.runs.loading import CompiledRows
+    from agentweb.runs.models import AgentProfile
+    from agentweb.teams.actions import do_save_team
+    from agentweb.teams.models import Team
+
+    profile = AgentProfile.objects.get(name="ticket-assistant")
+    profile.budget = {"max_cost_usd_per_run": 0.5, "daily_cost_usd": "3.25"}
+    profile.save()
+    operator = people["operator"]
+    do_save_team(None, actor=None, name="Billing", queues=["billing"], members=[operator])
+    do_save_team(
+        None, actor=None, name="Both", queues=["billing", "shipping"], members=[operator],
+        daily_cost_usd="1.50",
+    )  # fmt: skip
+    columns = ("pk", "name", "daily_cost_usd")
+    budgets = CompiledRows(
+        lambda pk: AgentProfile.objects.filter(pk=pk).values_list("pk", "name", "budget"),
+        [-7_000_000_101],
+    )
+    by_queue = CompiledRows(
+        lambda q: Team.objects.filter(queues__contains=[q]).values_list(*columns),
+        ["a stand-in queue"],
+    )
+    by_member = CompiledRows(
+        lambda u: Team.objects.filter(members=u).values_list(*columns), [-7_000_000_102]
+    )
+    orm = AgentProfile.objects.filter(pk=profile.pk).values_list("pk", "name", "budget")
+    assert budgets.rows(profile.pk) == list(orm)
+    assert budgets.rows(profile.pk)[0][2] == profile.budget
+    for queue in ("billing", "shipping", "nobody's"):
+        theirs = Team.objects.filter(queues__contains=[queue]).values_list(*columns)
+        assert sorted(by_queue.rows(queue)) == sorted(theirs)
+    assert len(by_queue.rows("billing")) == 2 and by_queue.rows("nobody's") == []
+    for user in (operator, people["admin"]):
+        theirs = Team.objects.filter(members=user).values_list(*columns)
+        assert sorted(by_member.rows(user.pk)) == sorted(theirs)
+    assert {limit for _, _, limit in by_member.rows(operator.pk)} == {None, Decimal("1.50")}
