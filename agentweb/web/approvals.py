@@ -54,14 +54,17 @@ def approvals(request: Request) -> HttpResponse:
         "csrf": get_token(request),
         "next": request.path,
     }
-    if request.GET.get("partial"):
-        return render(request, "web/_approvals_list.html", context)
     recent = (
         Approval.objects.visible_to(request.user)
         .exclude(status=Approval.Status.PENDING)
         .select_related("decided_by", "run")
         .order_by("-decided_at")[:15]
     )
+    partial = request.GET.get("partial")
+    if partial == "recent":  # the decided list follows decisions live, as the pending one
+        return render(request, "web/_approvals_recent.html", {"recent": recent})
+    if partial:
+        return render(request, "web/_approvals_list.html", context)
     return render(request, "web/approvals.html", {**context, "recent": recent})
 
 

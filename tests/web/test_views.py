@@ -243,6 +243,28 @@ def test_the_approvals_inbox_lists_pending_oldest_first(people: dict, runs: dict
     assert "<html" not in partial and "issue_refund" in partial
 
 
+def test_the_recently_decided_list_follows_decisions_live(people: dict, runs: dict) -> None:
+    """The page's decided list is a live region of its own (it was outside the refreshed
+    pending list: a decision made on the page showed there only after a reload)."""
+    approver = client_for(people["approver"])
+    page = approver.get("/approvals/").content.decode()
+    assert 'id="approvals-recent"' in page and "?partial=recent" in page
+    assert "Recently decided" not in page  # nothing decided yet
+    approval = Approval.objects.get(run=runs["operator"])
+    response = approver.post(
+        f"/approvals/{approval.pk}/decide/",
+        {"decision": "reject", "comment": "Not this one"},
+        HTTP_HX_REQUEST="true",
+    )
+    approval.refresh_from_db()
+    assert approval.status == "rejected", response.content.decode()
+    recent = approver.get("/approvals/?partial=recent").content.decode()
+    assert "<html" not in recent and "Recently decided" in recent
+    assert f'href="/runs/{runs["operator"].pk}/"' in recent and "Rejected" in recent
+    pending = approver.get("/approvals/?partial=1").content.decode()
+    assert f'id="inbox-{approval.pk}"' not in pending
+
+
 def test_the_inbox_hides_runs_the_user_may_not_see(people: dict, runs: dict) -> None:
     response = client_for(people["outsider"]).get("/approvals/")
     assert response.status_code == 403 and "no role" in response.content.decode()
