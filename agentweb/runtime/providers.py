@@ -7,13 +7,14 @@ Adapters (``openai.py``, ``anthropic.py``) own the wire format and call ``post_j
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import logging
 import random
 import threading
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -237,7 +238,7 @@ class Provider:
                         self._refused(attempt, resp, resp.read().decode("utf-8", "replace"))
                         continue
                     may_retry = attempt.number < self.max_retries
-                    lines = resp.iter_lines()
+                    lines = stream_lines(resp.iter_bytes())
                     for event in iter_sse_data(lines):
                         if not started and may_retry and _is_error_event(event):
                             # failed before anything was delivered: as good as a 5xx
@@ -527,6 +528,32 @@ def _drain(lines: Iterator[str], limit: int = 16) -> None:
             pass
     except httpx.HTTPError:
         pass  # the reply is complete; the connection is closed as before
+
+
+def stream_lines(chunks: Iterable[bytes]) -> Iterator[str]:
+    """The lines of an event stream's body (UTF-8), as the SSE grammar ends them: at CRLF,
+    LF or CR, and nowhere else. (httpx's ``iter_lines`` follows ``str.splitlines``, which
+    also breaks at U+2028, U+2029, U+0085 and a few control characters: a JSON string may
+    carry those unescaped, and its chunk was then cut in two and lost.) A CR at the end of
+    a network read is held back until the next read tells whether an LF follows."""
+    decode = codecs.getincrementaldecoder("utf-8")("replace").decode
+    rest = ""  # the unfinished last line, perhaps with its CR
+    for chunk in chunks:
+        text = rest + decode(chunk)
+        tail = ""
+        if text.endswith("\r"):
+            text, tail = text[:-1], "\r"
+        if "\r" in text:
+            text = text.replace("\r\n", "\n").replace("\r", "\n")
+        lines = text.split("\n")
+        rest = lines.pop() + tail
+        yield from lines
+    text = rest + decode(b"", True)
+    if text:
+        lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        if not lines[-1]:
+            lines.pop()
+        yield from lines
 
 
 def iter_sse_data(lines: Iterator[str]) -> Iterator[dict[str, Any]]:

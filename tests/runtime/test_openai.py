@@ -167,6 +167,42 @@ def test_it_streams_over_a_kept_alive_connection(fake_llm, openai_model):
     assert fake_llm.requests[0].peer == fake_llm.requests[1].peer != 0
 
 
+@pytest.mark.parametrize("keep_alive", [False, True])
+def test_only_cr_and_lf_end_a_stream_line(fake_llm, openai_model, keep_alive):
+    """SSE lines end at CR, LF or CRLF, nothing else: a reply whose JSON carries a raw
+    U+2028, U+2029 or U+0085 (legal unescaped in a JSON string, and sent so by providers
+    that write UTF-8) stays one line; with str.splitlines rules it was cut in two and
+    the chunk's text was dropped as not JSON."""
+    odd = "line\u2028sep, para\u2029sep, next\x85line"
+    text_chunks = oa_text_chunks(odd, size=9)
+    raw = [f"data: {json.dumps(c, ensure_ascii=False)}\n\n" for c in text_chunks]
+    ends = ["\r\n\r\n", "\r\r", "\n\n"]  # every SSE line end, in turns
+    raw = [r.removesuffix("\n\n") + ends[i % 3] for i, r in enumerate(raw)]
+    fake_llm.enqueue(
+        Reply(
+            sse=[*raw, f"data: {json.dumps(oa_usage_chunk(3, 2))}\r\n\r\n"], keep_alive=keep_alive
+        )
+    )
+    deltas: list[str] = []
+    r = openai_model.stream(MSGS, [], on_delta=deltas.append)
+    assert r.message.content == odd
+    assert "".join(deltas) == odd
+    assert r.usage.output_tokens == 2
+
+
+def test_stream_lines_do_not_depend_on_where_the_network_cut_the_body():
+    from agentweb.runtime.providers import stream_lines
+
+    body = 'data: {"t": "é\u2028€"}\r\n\r\ndata: x\rdata: y\n\n: note\r\nlast'.encode()
+    expected = ['data: {"t": "é\u2028€"}', "", "data: x", "data: y", "", ": note", "last"]
+    assert list(stream_lines([body])) == expected
+    assert list(stream_lines([bytes([b]) for b in body])) == expected  # a byte at a time
+    for cut in range(1, len(body)):  # inside a CRLF, inside a UTF-8 character ...
+        assert list(stream_lines([body[:cut], body[cut:]])) == expected, cut
+    assert list(stream_lines([b"a\r"])) == ["a"]  # a CR at the very end ends the line
+    assert list(stream_lines([b"a\n", b""])) == ["a"]
+
+
 def test_it_joins_a_tool_call_split_across_chunks(fake_llm, openai_model):
     chunks = [
         oa_chunk(
