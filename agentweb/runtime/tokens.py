@@ -11,6 +11,7 @@ it returns ``None`` otherwise, so callers fall back to the estimate.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable, Sequence
@@ -137,10 +138,13 @@ class TiktokenCounter(_Counter):
         return len(self._encode(text)) if text else 0
 
 
+@functools.lru_cache(maxsize=64)
 def tiktoken_counter(model: str | None = None) -> TiktokenCounter | None:
     """A tiktoken counter for ``model`` when tiktoken and its encoding are available
     offline; ``None`` otherwise (not installed, unknown model, or the BPE file would
-    have to be downloaded)."""
+    have to be downloaded). One answer per model and process: a failed import is not
+    remembered by Python, and searching for a module that is not installed again at
+    every run cost each run two searches of the whole path."""
     try:
         import tiktoken  # type: ignore[import-not-found, unused-ignore]
     except ImportError:

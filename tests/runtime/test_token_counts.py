@@ -40,3 +40,28 @@ def test_an_equal_looking_new_spec_is_counted_as_itself() -> None:
     longer = dataclasses.replace(SPECS[0], description="Look an order up. " * 20)
     assert counter.count_tools([longer]) == EstimateCounter().count_tools([longer])
     assert counter.count_tools([longer]) > counter.count_tools(SPECS[:1])
+
+
+def test_a_missing_tiktoken_is_looked_for_once_per_model(monkeypatch) -> None:
+    """Python does not remember a failed import: asked at every run, the path was searched
+    for tiktoken twice per run on an installation without it."""
+    import builtins
+
+    from agentweb.runtime import tokens
+
+    tokens.tiktoken_counter.cache_clear()
+    looked: list[str] = []
+    real_import = builtins.__import__
+
+    def import_(name: str, *args: object, **kwargs: object) -> object:
+        if name == "tiktoken":
+            looked.append(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", import_)
+    first = tokens.default_counter("openai:gpt-4o")
+    for _ in range(3):
+        assert type(tokens.default_counter("openai:gpt-4o")) is type(first)
+    assert looked == ["tiktoken"]
+    tokens.default_counter("openai:gpt-4.1")
+    assert len(looked) == 2  # another model is asked for once
