@@ -45,6 +45,17 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None) -> Iterator[None]:
+    """pytest-django's, and before the test database is dropped: the lease keeper's own
+    session closed (idle, it closes a poll after its last run; one still open made the
+    drop warn "database ... is being accessed by other users")."""
+    yield
+    from agentweb.runs import engine
+
+    engine._leases.close()
+
+
+@pytest.fixture(scope="session")
 def stack_env(django_db_setup: None) -> dict[str, str]:
     """Environment for subprocesses: the test database, the test Redis."""
     from django.conf import settings

@@ -31,7 +31,6 @@ from agentweb.runs import delegation, forks, lifecycle, publish, store, versions
 from agentweb.runs.batch import Batch
 from agentweb.runs.faults import crash_point
 from agentweb.runs.journal import DbJournal
-from agentweb.runs.loading import run_for_worker
 from agentweb.runs.models import Approval, Run, ToolExecution, arguments_hash
 from agentweb.runs.pricing import cost_usd
 from agentweb.runs.toolset import registry, risk_of
@@ -56,15 +55,17 @@ class LeaseLost(Exception):
 
 class _Held:
     """One held run: its id, and the flags the keeper sets: its lease was lost, a cancel
-    was asked; ``locked`` once the keeper's session holds the run's advisory lock."""
+    was asked; ``locked`` once the keeper's session holds the run's advisory lock;
+    ``released`` once the run's thread let it go (its lock is then not taken any more)."""
 
-    __slots__ = ("cancel", "locked", "lost", "run_id")
+    __slots__ = ("cancel", "locked", "lost", "released", "run_id")
 
     def __init__(self, run_id: int) -> None:
         self.run_id = run_id
         self.lost = threading.Event()
         self.cancel = threading.Event()
         self.locked = False
+        self.released = False
 
 
 #: How often the keeper looks for cancel requests of the runs it holds (one query for
@@ -85,9 +86,12 @@ class _LeaseKeeper:
     keeper's renewal waited for one (up to the pool's timeout, then failed, beat after
     beat) and leases ran out under live workers, whose runs were then taken over and
     their steps paid for again. That session also holds an advisory lock on each held
-    run (``lifecycle.RUN_LOCK_SPACE``), taken as the run is held: while this process
-    lives nobody takes its runs over, even if a renewal comes late (``lifecycle.claim``
-    and the sweep check the lock); a process that dies loses the session and its locks."""
+    run (``lifecycle.RUN_LOCK_SPACE``): while this process lives nobody takes its runs
+    over, even if a renewal comes late (``lifecycle.claim`` and the sweep check the lock);
+    a process that dies loses the session and its locks. The keeper's thread takes the
+    lock as soon as a run is held, while the run's thread goes on with its first step:
+    the lease the claim just set covers the run until then (a lock is needed only once a
+    lease runs out), and the round trip is off the run's way."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -97,6 +101,7 @@ class _LeaseKeeper:
         self._db_lock = threading.Lock()  # one user of the session at a time
         self._db: Any = None  # psycopg.Connection, autocommit
         self._inherited: list[Any] = []  # a parent's session after a fork: never closed here
+        self._wake = threading.Event()  # a run was held: take its lock now
 
     def hold(self, run_id: int, owner: str) -> _Held:
         held = _Held(run_id)
@@ -109,17 +114,24 @@ class _LeaseKeeper:
                 self._pid = os.getpid()
                 self._thread = threading.Thread(target=self._beat, name="lease-keeper", daemon=True)
                 self._thread.start()
-        self._take_locks([held])
+        self._wake.set()
         return held
 
     def release(self, owner: str) -> None:
         with self._lock:
             held = self._held.pop(owner, None)
-        if held is not None and held.locked:
-            self._query(
-                "SELECT pg_advisory_unlock(%s, %s)",
-                [lifecycle.RUN_LOCK_SPACE, lifecycle.run_lock_key(held.run_id)],
-            )
+        if held is None:
+            return
+        # Under the session's lock: the keeper may be taking this run's lock right now; it
+        # either sees ``released`` and does not, or has taken it and it is let go here.
+        with self._db_lock:
+            held.released = True
+            if held.locked:
+                self._query_locked(
+                    "SELECT pg_advisory_unlock(%s, %s)",
+                    [lifecycle.RUN_LOCK_SPACE, lifecycle.run_lock_key(held.run_id)],
+                )
+                held.locked = False
 
     # -- the keeper's own session ------------------------------------------------------------
 
@@ -128,27 +140,43 @@ class _LeaseKeeper:
         when PostgreSQL could not be reached (the session is dropped: its locks are gone,
         they are taken again on the next connection)."""
         with self._db_lock:
-            try:
-                if self._db is None or self._db.closed:
-                    fresh = True
-                    params_db = dict(connection.get_connection_params())
-                    params_db.pop("cursor_factory", None)
-                    self._db = psycopg.connect(**params_db, autocommit=True)
-                else:
-                    fresh = False
-                if fresh:
-                    with self._lock:
-                        for flags in self._held.values():
-                            flags.locked = False
-                cursor = self._db.execute(sql, params)
-                return cursor.fetchall() if cursor.description else []
-            except psycopg.Error:
-                log.warning("lease keeper: PostgreSQL is not answering", exc_info=True)
-                if self._db is not None:
-                    with contextlib.suppress(Exception):
-                        self._db.close()
+            return self._query_locked(sql, params)
+
+    def _query_locked(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]] | None:
+        """``_query`` for a caller that holds ``_db_lock``."""
+        try:
+            if self._db is None or self._db.closed:
+                fresh = True
+                params_db = dict(connection.get_connection_params())
+                params_db.pop("cursor_factory", None)
+                self._db = psycopg.connect(**params_db, autocommit=True)
+            else:
+                fresh = False
+            if fresh:
+                with self._lock:
+                    for flags in self._held.values():
+                        flags.locked = False
+            cursor = self._db.execute(sql, params)
+            return cursor.fetchall() if cursor.description else []
+        except psycopg.Error:
+            log.warning("lease keeper: PostgreSQL is not answering", exc_info=True)
+            if self._db is not None:
+                with contextlib.suppress(Exception):
+                    self._db.close()
+            self._db = None
+            return None
+
+    def close(self) -> None:
+        """Let the session go now, with its locks (a test database about to be dropped;
+        the keeper closes it by itself only a poll after its last run)."""
+        with self._db_lock:
+            if self._db is not None:
+                with contextlib.suppress(Exception):
+                    self._db.close()
                 self._db = None
-                return None
+            with self._lock:
+                for flags in self._held.values():
+                    flags.locked = False
 
     def _close_if_idle(self) -> None:
         """Holding no run, the keeper lets its session go (a worker with nothing to do
@@ -164,27 +192,36 @@ class _LeaseKeeper:
 
     def _take_locks(self, runs: list[_Held]) -> None:
         for flags in runs:
-            rows = self._query(
-                "SELECT pg_try_advisory_lock(%s, %s)",
-                [lifecycle.RUN_LOCK_SPACE, lifecycle.run_lock_key(flags.run_id)],
-            )
-            # False: another session still holds it (a worker that let the run go an
-            # instant ago and unlocks now): tried again at the next beat.
-            flags.locked = bool(rows and rows[0][0])
+            with self._db_lock:
+                if flags.released:  # the run's thread is done with it already
+                    continue
+                rows = self._query_locked(
+                    "SELECT pg_try_advisory_lock(%s, %s)",
+                    [lifecycle.RUN_LOCK_SPACE, lifecycle.run_lock_key(flags.run_id)],
+                )
+                # False: another session still holds it (a worker that let the run go an
+                # instant ago and unlocks now): tried again at the next beat.
+                flags.locked = bool(rows and rows[0][0])
 
     def _beat(self) -> None:
         interval = max(0.5, settings.AGENTWEB_LEASE_SECONDS / 3)
         next_renewal = time.monotonic() + interval
+        next_cancel_look = time.monotonic() + CANCEL_POLL_SECONDS
         while True:
-            time.sleep(CANCEL_POLL_SECONDS)
+            # Woken early by a run just held (its lock is taken at once), else each poll.
+            self._wake.wait(max(0.0, next_cancel_look - time.monotonic()))
+            self._wake.clear()
             with self._lock:
                 held = dict(self._held)
-            if not held:
-                self._close_if_idle()
-                continue
             unlocked = [flags for flags in held.values() if not flags.locked]
             if unlocked:
                 self._take_locks(unlocked)
+            if time.monotonic() < next_cancel_look:
+                continue
+            next_cancel_look = time.monotonic() + CANCEL_POLL_SECONDS
+            if not held:
+                self._close_if_idle()
+                continue
             self._look_for_cancels(held)
             if time.monotonic() < next_renewal:
                 continue
@@ -225,15 +262,15 @@ def execute_run(run_id: int, on_claimed: Callable[[str], None] | None = None) ->
 
     Returns the run's final status for this attempt, or None when it was not ours."""
     owner = f"{WORKER_ID}:{uuid.uuid4().hex[:8]}"
-    trace_id = lifecycle.claim(run_id, owner)
-    if trace_id is None:
+    run = lifecycle.claim_and_read(run_id, owner)  # with its profile, starter and ticket
+    if run is None:
         return None
     if on_claimed is not None:
-        on_claimed(trace_id)
+        on_claimed(run.trace_id)
     publish.run_status_now(run_id, Run.Status.RUNNING)  # the steps tell only changes
     held = _leases.hold(run_id, owner)
     try:
-        return _drive(run_id, owner, held)
+        return _drive(run, owner, held)
     except LeaseLost:
         log.warning("run %s: lease lost to another worker; stopping", run_id)
         return None
@@ -278,8 +315,7 @@ def journal_for(run: Run) -> DbJournal:
     return DbJournal(run, tool_of=tool_of, risk_of=risk)
 
 
-def _drive(run_id: int, owner: str, held: _Held) -> str:
-    run = run_for_worker(run_id)  # with its profile, starter and ticket
+def _drive(run: Run, owner: str, held: _Held) -> str:
     # The run runs the profile version it started with, whatever was saved since.
     run.agent = versions.profile_for_run(run.agent, run.agent_version)
     journal = journal_for(run)
