@@ -31,7 +31,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from agentweb.runs import publish, queue, store
+from agentweb.runs import loading, publish, queue, store
 from agentweb.runs.models import Approval, ApprovalVote, Run, ToolExecution, arguments_hash
 from agentweb.runs.people import people_for
 from agentweb.runs.queue import QUEUE_GRACE
@@ -114,6 +114,20 @@ _CLAIM = (
 _CLAIM_NO_FLUSH_WAIT = "SET LOCAL synchronous_commit = off; " + _CLAIM
 
 
+def _claim_params(run_id: int, owner: str, now: Any) -> list[Any]:
+    return [
+        Run.Status.RUNNING,
+        owner,
+        now + lease(),
+        now,
+        run_id,
+        Run.Status.QUEUED,
+        Run.Status.RUNNING,
+        now,
+        RUN_LOCK_SPACE,
+    ]
+
+
 def claim(run_id: int, owner: str) -> str | None:
     """Take the run if it is queued, or running under a lease that expired while no live
     worker holds it (one conditional UPDATE, no row lock taken beforehand). Returns the
@@ -136,22 +150,43 @@ def claim(run_id: int, owner: str) -> str | None:
         )
         cursor.execute(
             (_CLAIM_NO_FLUSH_WAIT if no_flush_wait else _CLAIM),
-            [
-                Run.Status.RUNNING,
-                owner,
-                now + lease(),
-                now,
-                run_id,
-                Run.Status.QUEUED,
-                Run.Status.RUNNING,
-                now,
-                RUN_LOCK_SPACE,
-            ],
+            _claim_params(run_id, owner, now),
         )
         if no_flush_wait:
             cursor.nextset()  # past the SET's empty result
         row = cursor.fetchone()
     return None if row is None else str(row[0])
+
+
+def claim_and_read(run_id: int, owner: str) -> Run | None:
+    """``claim``, and when it took the run, the run as the worker reads it (with its
+    profile, starter and ticket: ``loading.run_for_worker``); None when not taken. The
+    read goes in the claim's round trip, after the UPDATE, so it sees the claim's values
+    (one statement string; both run in one implicit transaction). Where statements cannot
+    share an execute (a cursor that binds on the server, an open transaction: tests),
+    the claim and the read are sent one after the other."""
+    with connection.cursor() as cursor:
+        together = not connection.in_atomic_block and isinstance(
+            cursor.cursor, psycopg.ClientCursor
+        )
+        if together:
+            now = timezone.now()
+            read_sql, read_params = loading.run_query(run_id)
+            cursor.execute(
+                f"{_CLAIM_NO_FLUSH_WAIT}; {read_sql}",
+                [*_claim_params(run_id, owner, now), *read_params],
+            )
+            cursor.nextset()  # past the SET's empty result
+            claimed = cursor.fetchone()
+            cursor.nextset()
+            rows = cursor.fetchall()
+    if not together:
+        if claim(run_id, owner) is None:
+            return None
+        return loading.run_for_worker(run_id)
+    if claimed is None:
+        return None
+    return loading.run_from_rows(run_id, rows)
 
 
 # --- a step's outcome ---------------------------------------------------------------------

@@ -51,14 +51,26 @@ def _plan(alias: str) -> _Plan:
 def run_for_worker(run_id: int, alias: str = "default") -> Run:
     """``Run.objects.select_related(*RELATED).get(pk=run_id)``; ``Run.DoesNotExist`` when
     there is no such run."""
-    plan = _plan(alias)
-    params = [run_id if p == _ANY_RUN else p for p in plan.params]
+    sql, params = run_query(run_id, alias)
     with connections[alias].cursor() as cursor:
-        cursor.execute(plan.sql, params)
+        cursor.execute(sql, params)
         rows = cursor.fetchall()
+    return run_from_rows(run_id, rows, alias)
+
+
+def run_query(run_id: int, alias: str = "default") -> tuple[str, list[Any]]:
+    """The SQL and parameters of ``run_for_worker``'s read, for a caller that sends them
+    with other statements (``lifecycle.claim_and_read``); its rows go to ``run_from_rows``."""
+    plan = _plan(alias)
+    return plan.sql, [run_id if p == _ANY_RUN else p for p in plan.params]
+
+
+def run_from_rows(run_id: int, rows: Sequence[Any], alias: str = "default") -> Run:
+    """The run (with its related rows) from the rows of ``run_query``."""
     if not rows:
         raise Run.DoesNotExist(f"Run matching query does not exist (id {run_id}).")
-    row = next(iter(plan.compiler.results_iter(results=[rows])))
+    plan = _plan(alias)
+    row = next(iter(plan.compiler.results_iter(results=[list(rows)])))
     run = Run.from_db(alias, plan.init_list, row[plan.start : plan.end])
     for populator in plan.populators:
         populator.populate(row, run)

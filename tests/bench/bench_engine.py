@@ -151,7 +151,7 @@ def main() -> int:
         (loop.Agent, "_call_model", "model call (all)"),
         (openai_model.OpenAIChatModel, "stream", "  HTTP and parsing"),
         (check.Check, "exceeded", "budget check"),
-        (lifecycle, "claim", "claim"),
+        (lifecycle, "claim_and_read", "claim, with the run's read"),
         (engine, "build_agent", "agent built"),
         (versions, "profile_for_run", "profile version"),
         (engine._LeaseKeeper, "hold", "lease held (advisory lock)"),

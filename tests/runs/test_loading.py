@@ -89,3 +89,26 @@ def test_compiled_rows_are_the_orms_rows(people) -> None:
         theirs = Team.objects.filter(members=user).values_list(*columns)
         assert sorted(by_member.rows(user.pk)) == sorted(theirs)
     assert {limit for _, _, limit in by_member.rows(operator.pk)} == {None, Decimal("1.50")}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_claim_and_the_read_go_together_and_see_the_claim(people) -> None:
+    """``lifecycle.claim_and_read`` outside a transaction (as a worker calls it): one
+    execute carries the claim and the read, and the run read is the claimed one."""
+    from agentweb.runs import lifecycle
+
+    made = actions.do_create_run(user=people["operator"], task="Check order A1001")
+    with CaptureQueriesContext(connection) as sent:
+        ours = lifecycle.claim_and_read(made.pk, "test-worker:1")
+    assert len(sent) == 1 and sent[0]["sql"].count("runs_run") >= 2
+    theirs = Run.objects.select_related(*RELATED).get(pk=made.pk)
+    assert ours is not None and _fields(ours) == _fields(theirs)
+    assert (ours.status, ours.lease_owner, ours.attempts) == ("running", "test-worker:1", 1)
+    assert ours.started_at is not None and ours.trace_id == theirs.trace_id
+    for name in ("agent", "created_by"):
+        assert _fields(getattr(ours, name)) == _fields(getattr(theirs, name))
+    # Taken already (its lease is live): not claimed again, nothing changed.
+    assert lifecycle.claim_and_read(made.pk, "test-worker:2") is None
+    again = Run.objects.get(pk=made.pk)
+    assert (again.lease_owner, again.attempts) == ("test-worker:1", 1)
+    assert lifecycle.claim_and_read(987654321, "test-worker:3") is None
