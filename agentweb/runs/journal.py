@@ -161,6 +161,16 @@ class DbJournal:
         row = ToolExecution.objects.filter(run=self.run, call_id=call_id).only("tool").first()
         return row.tool if row is not None else ""
 
+    def deferred(self) -> dict[str, ToolExecution]:
+        """The reads' rows not written yet (``defer_again`` puts them back after a step's
+        transaction that wrote them was rolled back)."""
+        with self._lock:
+            return dict(self._deferred)
+
+    def defer_again(self, rows: dict[str, ToolExecution]) -> None:
+        with self._lock:
+            self._deferred = {**rows, **self._deferred}
+
     def save_deferred(self, batch: Batch | None = None) -> None:
         """Write the reads' rows; called inside the step's transaction (with a ``batch``,
         the INSERT joins it)."""

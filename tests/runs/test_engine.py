@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from agentweb.runs import actions, engine, lifecycle, store
@@ -98,25 +98,22 @@ def test_only_a_runs_end_waits_for_the_disk_flush_unless_every_step_must(
     from django.db import connection
 
     settings.AGENTWEB_SYNC_STEPS = sync_steps
-    seen: list[tuple[str, str]] = []
-    append = store.append_events
+    seen: list[str] = []
+    point = engine.crash_point
 
-    def watched(run: Run, events: Any, **kwargs: Any) -> Any:
-        events = list(events)
-        with connection.cursor() as cursor:  # inside the step's transaction
-            cursor.execute("SHOW synchronous_commit")
-            seen.append((events[-1]["type"], cursor.fetchone()[0]))
-        return append(run, events, **kwargs)
+    def watched(name: str, tools: Any) -> None:
+        if name == "step_committing":  # the step's writes are sent; its COMMIT is next
+            with connection.cursor() as cursor:
+                cursor.execute("SHOW synchronous_commit")
+                seen.append(cursor.fetchone()[0])
+        point(name, tools)
 
-    monkeypatch.setattr(store, "append_events", watched)
+    monkeypatch.setattr(engine, "crash_point", watched)
     scripted.enqueue(call("lookup", order_id="A1"), "Order A1 was delivered.")
     assert engine.execute_run(start(people).pk) == Run.Status.SUCCEEDED
     middle = "on" if sync_steps else "off"
-    assert seen == [
-        ("model_called", middle),  # the reply with its planned call
-        ("tool_call_finished", middle),
-        ("run_finished", "on"),
-    ]
+    # the reply with its planned call, the tool's result, the answer (the run's end)
+    assert seen == [middle, middle, "on"]
 
 
 def test_a_steps_writes_reach_postgresql_in_one_statement(people, scripted, enqueued) -> None:
@@ -632,3 +629,57 @@ def test_a_live_worker_whose_lease_ran_out_keeps_its_run_and_no_step_is_paid_twi
     run.refresh_from_db()
     assert run.attempts == 1
     assert types(run).count("model_called") == 2
+
+
+@pytest.mark.parametrize("changed_before_step", [2, 3, 4])
+def test_a_step_after_our_own_skips_the_read_and_a_row_changed_meanwhile_is_read(
+    people, scripted, enqueued, monkeypatch, changed_before_step
+) -> None:
+    """A mid-run step after one this worker stored sends no read of the run's row: a guard
+    at the head of its writes locks the row and fails the transaction unless the row is as
+    the worker left it. Here another writer adds an event between two steps: that step's
+    guard fails, its writes roll back, and it is stored the usual way after the other
+    event, once, with its tool records."""
+    from django.test.utils import CaptureQueriesContext
+
+    scripted.enqueue(
+        call("lookup", order_id="A1"), call("lookup", order_id="A2"), "Both were delivered."
+    )
+    run = start(people)
+    between = {"steps": 0}
+    give_back = engine.dbpool.give_back
+
+    def before_each_step() -> None:  # _drive calls it as each step begins
+        between["steps"] += 1
+        if between["steps"] == changed_before_step:
+            with transaction.atomic():
+                other = Run.objects.select_for_update().get(pk=run.pk)
+                store.append_events(
+                    other, [{"type": "note", "data": {"by": "elsewhere"}}], status_changed=False
+                )
+        give_back()
+
+    monkeypatch.setattr(engine.dbpool, "give_back", before_each_step)
+    with CaptureQueriesContext(connection) as captured:
+        assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
+    sent = [q["sql"] for q in captured.captured_queries]
+    reads = [sql for sql in sent if "SELECT status, lease_owner" in sql]
+    guards = [sql for sql in sent if ") AS ours)" in sql]
+    # Five steps: the first and the last (the run's end) read the row; the three between
+    # are guarded, and the one after the other writer's event is read after its guard.
+    assert between["steps"] == 5
+    assert (len(reads), len(guards)) == (3, 3)
+    kinds = types(run)
+    assert kinds.count("note") == 1 and seqs(run) == list(range(1, len(kinds) + 1))
+    assert [k for k in kinds if k != "note"] == [
+        "run_started",
+        *["model_called", "tool_call_started", "tool_call_finished"] * 2,
+        "model_called",
+        "run_finished",
+    ]
+    records = ToolExecution.objects.filter(run=run).order_by("started_at")
+    assert [(r.arguments["order_id"], r.status) for r in records] == [
+        ("A1", "succeeded"),
+        ("A2", "succeeded"),
+    ]
+    assert Run.objects.get(pk=run.pk).usage["model_calls"] == 3
