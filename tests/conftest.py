@@ -46,13 +46,20 @@ def free_port() -> int:
 
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup: None) -> Iterator[None]:
-    """pytest-django's, and before the test database is dropped: the lease keeper's own
-    session closed (idle, it closes a poll after its last run; one still open made the
-    drop warn "database ... is being accessed by other users")."""
+    """pytest-django's, and before the test database is dropped: the sessions this
+    process keeps besides its threads' connections let go (the connection pool's idle
+    connections, the lease keeper's session); one still open made the drop warn
+    "database ... is being accessed by other users" and leave the database behind."""
     yield
+    from django.db import connections
+
     from agentweb.runs import engine
 
     engine._leases.close()
+    for conn in connections.all(initialized_only=True):
+        close_pool = getattr(conn, "close_pool", None)
+        if callable(close_pool):
+            close_pool()
 
 
 @pytest.fixture(scope="session")
