@@ -196,3 +196,36 @@ def test_other_errors_of_those_loggers_keep_their_traceback(
             logger.error("Message Error: %s\n%s", exc, ["stack"], exc_info=True)
     [record] = [r for r in caplog.records if r.name == "celery.beat"]
     assert record.levelname == "ERROR" and record.exc_info is not None
+
+
+def test_publishing_reuses_the_channels_redis_client(tmp_path: Path, monkeypatch) -> None:
+    """kombu made a new ``redis.Redis`` for every message it published; with the shim a
+    channel makes one per connection pool, and every message still arrives."""
+    broker.install_client_reuse()
+    server = RedisServer(tmp_path).start()
+    made: list[int] = []
+    real_init = redis.Redis.__init__
+
+    def counting_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        made.append(1)
+        real_init(self, *args, **kwargs)
+
+    try:
+        app = Celery("reuse", broker=server.url)
+        with app.connection_for_write() as conn:
+            conn.default_channel.client  # noqa: B018 -- the channel's own (async) client
+            monkeypatch.setattr(redis.Redis, "__init__", counting_init)
+            with app.producer_or_acquire() as producer:
+                app.send_task("agentweb.nothing", args=[0], queue="reuse", producer=producer)
+                first = len(made)  # the queue declared, the first message sent
+                for i in range(1, 6):
+                    app.send_task("agentweb.nothing", args=[i], queue="reuse", producer=producer)
+                assert first >= 1 and len(made) == first  # none made per message
+                # A channel with a new pool (reconnected) makes a client for that pool.
+                producer.channel._pool = None
+                app.send_task("agentweb.nothing", args=[6], queue="reuse", producer=producer)
+                assert len(made) == first + 1
+            monkeypatch.undo()
+            assert redis.Redis.from_url(server.url).llen("reuse") == 7
+    finally:
+        server.stop()
