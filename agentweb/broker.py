@@ -84,8 +84,8 @@ def install() -> None:
 
 
 def install_client_reuse() -> None:
-    """``_create_client`` on kombu's Redis channel (idempotent): for every process that
-    sends messages, the web's included."""
+    """``_create_client`` on kombu's Redis channel (idempotent): by ``install`` as a
+    worker or beat starts, and by ``runs.queue.send`` in any process (the web's)."""
     if kombu_redis.Channel._create_client is not _create_client:
         kombu_redis.Channel._create_client = _create_client  # type: ignore[method-assign]
 

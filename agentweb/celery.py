@@ -7,12 +7,9 @@ from datetime import timedelta
 from celery import Celery, signals
 from celery.exceptions import CPendingDeprecationWarning
 
-from agentweb import broker
 from agentweb.observability import logs
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentweb.settings")
-
-broker.install_client_reuse()  # every process sends messages, the web's too
 
 app = Celery("agentweb")
 app.config_from_object("django.conf:settings", namespace="CELERY")

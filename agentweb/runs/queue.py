@@ -34,6 +34,9 @@ QUEUE_GRACE = timedelta(seconds=60)
 
 def send(task: str, *args: Any) -> None:
     """Send one message to the installation's queue; raises what the broker raises."""
+    from agentweb import broker  # kombu's Redis transport: imported when first sending
+
+    broker.install_client_reuse()  # idempotent; the web's sends need it too
     app.send_task(task, args=list(args))
 
 
