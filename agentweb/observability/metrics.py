@@ -14,6 +14,7 @@ Increments buffered in a process that is killed (at most ``FLUSH_SECONDS`` worth
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import logging
 import os
@@ -80,6 +81,13 @@ def _label(value: Any) -> str:
 
 
 def _field(name: str, labels: Sequence[str], part: str = "") -> str:
+    return _field_of(name, tuple(labels), part)
+
+
+@functools.lru_cache(maxsize=4096)
+def _field_of(name: str, labels: tuple[str, ...], part: str) -> str:
+    """A metric's Redis hash field; the same few recur at every step (one encoding each,
+    not eight JSON dumps per stored step)."""
     return json.dumps([name, list(labels), part], separators=(",", ":"))
 
 

@@ -12,11 +12,12 @@ UPDATE send them (JSON as jsonb with the field's encoder, aware datetimes).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import psycopg
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 
 
 class Batch:
@@ -38,21 +39,17 @@ class Batch:
     ) -> None:
         """``model.objects.bulk_create(objs, ignore_conflicts=...)`` without the answer:
         the rows get no primary key back."""
-        fields = [f for f in model._meta.concrete_fields if not isinstance(f, models.AutoField)]
         rows = list(objs)
         if not rows:
             return
+        conn = connections[DEFAULT_DB_ALIAS]  # once, not through the proxy per value
+        fields, head, one = _insert_parts(model)
         params: list[Any] = []
         for obj in rows:
             for field in fields:
                 value = field.pre_save(obj, add=True)  # auto_now_add and the like
-                params.append(field.get_db_prep_save(value, connection))
-        one = "(" + ", ".join(["%s"] * len(fields)) + ")"
-        columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-        sql = (
-            f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({columns}) "  # noqa: S608
-            f"VALUES {', '.join([one] * len(rows))}"  # names of our model and placeholders
-        )
+                params.append(field.get_db_prep_save(value, conn))
+        sql = head + ", ".join([one] * len(rows))
         if ignore_conflicts:
             sql += " ON CONFLICT DO NOTHING"
         self.add(sql, params)
@@ -61,17 +58,19 @@ class Batch:
         """``model.objects.filter(pk=pk).update(**values)`` for plain fields."""
         if not values:
             return
+        conn = connections[DEFAULT_DB_ALIAS]
         meta = model._meta
+        quote = conn.ops.quote_name
         sets, params = [], []
         for name, value in values.items():
             field = meta.get_field(name)
             assert isinstance(field, models.Field) and field.concrete, name
-            sets.append(f"{connection.ops.quote_name(field.column)} = %s")
-            params.append(field.get_db_prep_save(value, connection))
+            sets.append(f"{quote(field.column)} = %s")
+            params.append(field.get_db_prep_save(value, conn))
         assert meta.pk is not None
         self.add(
-            f"UPDATE {connection.ops.quote_name(meta.db_table)} SET {', '.join(sets)} "  # noqa: S608
-            f"WHERE {connection.ops.quote_name(meta.pk.column)} = %s",  # names and placeholders
+            f"UPDATE {quote(meta.db_table)} SET {', '.join(sets)} "  # noqa: S608
+            f"WHERE {quote(meta.pk.column)} = %s",  # names and placeholders
             [*params, pk],
         )
 
@@ -89,3 +88,14 @@ class Batch:
                 return
             for sql, params in statements:
                 cursor.execute(sql, params)
+
+
+@functools.cache
+def _insert_parts(model: type[models.Model]) -> tuple[list[Any], str, str]:
+    """A model's inserted fields, its ``INSERT INTO t (columns) VALUES `` head and one
+    row's placeholders: the same for every step."""
+    quote = connections[DEFAULT_DB_ALIAS].ops.quote_name
+    fields = [f for f in model._meta.concrete_fields if not isinstance(f, models.AutoField)]
+    columns = ", ".join(quote(f.column) for f in fields)
+    head = f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES "  # noqa: S608
+    return fields, head, "(" + ", ".join(["%s"] * len(fields)) + ")"
