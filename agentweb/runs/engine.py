@@ -265,6 +265,8 @@ def execute_run(run_id: int, on_claimed: Callable[[str], None] | None = None) ->
     run = lifecycle.claim_and_read(run_id, owner)  # with its profile, starter and ticket
     if run is None:
         return None
+    # The row as the claim left it: the first step is stored behind the guard too.
+    run.__dict__[_WRITTEN] = _Written(run.last_seq, dict(run.usage or {}))
     if on_claimed is not None:
         on_claimed(run.trace_id)
     publish.run_status_now(run_id, Run.Status.RUNNING)  # the steps tell only changes
@@ -470,25 +472,27 @@ def _persist(
     """Store one step: events, loop state, usage and the outcome, if ours still. A model
     call's event is stored with what it cost.
 
-    A step in the middle of a run, after one this worker stored, is stored without
-    reading the run's row first: the worker knows what it wrote (``last_seq``, usage),
-    and the step's writes begin with a guard that locks the row and fails the
-    transaction unless the row is still as written, ours and not asked to cancel. The
-    row is locked before anything is written, as with the read; one round trip fewer.
-    When the guard fails (another writer's events, a cancel request, a lost lease) the
-    step is stored the usual way, which reads the row and says why."""
+    The run's row is not read first when the worker knows what is in it (``last_seq``
+    and usage, as its claim read them or its last step wrote them): the step's writes
+    begin with a guard that locks the row and fails the transaction unless the row is
+    still so, running, its lease ours and no cancel asked. The row is locked before the
+    step's own writes, as with the read; one round trip fewer. When the guard fails
+    (another writer's events, a cancel request, a lost lease) the step is stored the
+    usual way, which reads the row and says why. A cancellation is always stored so."""
     events = [
         dataclasses.replace(e, cost_usd=cost_usd(str(e.model or run.model), e.tokens or {}))
         if isinstance(e, ev.ModelCalled)
         else e
         for e in events
     ]
-    quick = outcome is None and not settings.AGENTWEB_SYNC_STEPS
     known: _Written | None = run.__dict__.pop(_WRITTEN, None)
-    if quick and known is not None:
+    if known is not None and not isinstance(outcome, Cancelled):
         deferred = journal.deferred()
         try:
-            return _store_step(run, owner, state, events, outcome, journal, step_ended_ns, known)
+            # A copy: opening approvals adds their events to the list it is given.
+            return _store_step(
+                run, owner, state, list(events), outcome, journal, step_ended_ns, known
+            )
         except _NotAsWritten:
             journal.defer_again(deferred)  # the rolled-back step's reads are stored now
     return _store_step(run, owner, state, events, outcome, journal, step_ended_ns, None)
@@ -540,7 +544,8 @@ def _store_step(
             run.last_seq, run.cancel_requested = locked.last_seq, locked.cancel_requested
             usage_before = locked.usage
         else:
-            batch.add(_NO_FLUSH_WAIT)
+            if quick:
+                batch.add(_NO_FLUSH_WAIT)
             usage_field = Run._meta.get_field("usage")
             assert isinstance(usage_field, models.Field)
             batch.add(
@@ -600,7 +605,7 @@ def _store_step(
             "step_committing",
             [e.tool for e in events if isinstance(e, ev.ToolCallFinished)],
         )
-    if quick and run.status == Run.Status.RUNNING:
+    if run.status == Run.Status.RUNNING:
         run.__dict__[_WRITTEN] = _Written(run.last_seq, update.get("usage", usage_before))
     return run.status
 

@@ -635,11 +635,11 @@ def test_a_live_worker_whose_lease_ran_out_keeps_its_run_and_no_step_is_paid_twi
 def test_a_step_after_our_own_skips_the_read_and_a_row_changed_meanwhile_is_read(
     people, scripted, enqueued, monkeypatch, changed_before_step
 ) -> None:
-    """A mid-run step after one this worker stored sends no read of the run's row: a guard
+    """A step sends no read of the run's row when the worker knows what is in it: a guard
     at the head of its writes locks the row and fails the transaction unless the row is as
-    the worker left it. Here another writer adds an event between two steps: that step's
-    guard fails, its writes roll back, and it is stored the usual way after the other
-    event, once, with its tool records."""
+    the claim read it or the worker's last step left it. Here another writer adds an
+    event between two steps: that step's guard fails, its writes roll back, and it is
+    stored the usual way after the other event, once, with its tool records."""
     from django.test.utils import CaptureQueriesContext
 
     scripted.enqueue(
@@ -665,10 +665,10 @@ def test_a_step_after_our_own_skips_the_read_and_a_row_changed_meanwhile_is_read
     sent = [q["sql"] for q in captured.captured_queries]
     reads = [sql for sql in sent if "SELECT status, lease_owner" in sql]
     guards = [sql for sql in sent if ") AS ours)" in sql]
-    # Five steps: the first and the last (the run's end) read the row; the three between
-    # are guarded, and the one after the other writer's event is read after its guard.
+    # Five steps, each guarded (the first with the row as the claim read it, the last
+    # ends the run); only the one after the other writer's event reads the row.
     assert between["steps"] == 5
-    assert (len(reads), len(guards)) == (3, 3)
+    assert (len(reads), len(guards)) == (1, 5)
     kinds = types(run)
     assert kinds.count("note") == 1 and seqs(run) == list(range(1, len(kinds) + 1))
     assert [k for k in kinds if k != "note"] == [
@@ -683,3 +683,43 @@ def test_a_step_after_our_own_skips_the_read_and_a_row_changed_meanwhile_is_read
         ("A2", "succeeded"),
     ]
     assert Run.objects.get(pk=run.pk).usage["model_calls"] == 3
+
+
+def test_a_pause_for_approval_behind_a_failed_guard_opens_its_approval_once(
+    people, scripted, enqueued, monkeypatch
+) -> None:
+    """The step that opens an approval writes the approval before the run's row; when its
+    guard then fails, all of it rolls back and the usual way opens it again: one
+    approval, one ``approval_requested``, after the other writer's event."""
+    from agentweb.runs.models import AgentProfile
+
+    profile = AgentProfile.objects.get(name="ticket-assistant")
+    profile.approval_policies = {"lookup": "always"}
+    profile.save()
+    scripted.enqueue(call("lookup", order_id="A2"))
+    run = start(people)
+    give_back = engine.dbpool.give_back
+
+    def before_each_step() -> None:
+        with transaction.atomic():
+            other = Run.objects.select_for_update().get(pk=run.pk)
+            store.append_events(
+                other, [{"type": "note", "data": {"by": "elsewhere"}}], status_changed=False
+            )
+        give_back()
+
+    monkeypatch.setattr(engine.dbpool, "give_back", before_each_step)
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        assert engine.execute_run(run.pk) == Run.Status.WAITING_APPROVAL
+    sent = [q["sql"] for q in captured.captured_queries]
+    guards = [sql for sql in sent if ") AS ours)" in sql]
+    reads = [sql for sql in sent if "SELECT status, lease_owner" in sql]
+    assert len(guards) == 1 and len(reads) == 1  # the guard failed, then the usual way
+    assert 'INSERT INTO "runs_approval"' in "".join(sent)
+    assert Approval.objects.filter(run=run).count() == 1
+    kinds = types(run)
+    assert kinds == ["note", "run_started", "model_called", "approval_requested"]
+    assert seqs(run) == [1, 2, 3, 4]
+    assert AuditEntry.objects.filter(run=run, action="approval_requested").count() == 1
