@@ -88,10 +88,9 @@ class _LeaseKeeper:
     their steps paid for again. That session also holds an advisory lock on each held
     run (``lifecycle.RUN_LOCK_SPACE``): while this process lives nobody takes its runs
     over, even if a renewal comes late (``lifecycle.claim`` and the sweep check the lock);
-    a process that dies loses the session and its locks. The keeper's thread takes the
-    lock as soon as a run is held, while the run's thread goes on with its first step:
-    the lease the claim just set covers the run until then (a lock is needed only once a
-    lease runs out), and the round trip is off the run's way."""
+    a process that dies loses the session and its locks. The lock is taken as the run is
+    held, before its first step (taking it in the keeper's thread instead let a starved
+    keeper leave a run unlocked past its lease: a sweep then sent it again)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -101,7 +100,6 @@ class _LeaseKeeper:
         self._db_lock = threading.Lock()  # one user of the session at a time
         self._db: Any = None  # psycopg.Connection, autocommit
         self._inherited: list[Any] = []  # a parent's session after a fork: never closed here
-        self._wake = threading.Event()  # a run was held: take its lock now
 
     def hold(self, run_id: int, owner: str) -> _Held:
         held = _Held(run_id)
@@ -114,7 +112,9 @@ class _LeaseKeeper:
                 self._pid = os.getpid()
                 self._thread = threading.Thread(target=self._beat, name="lease-keeper", daemon=True)
                 self._thread.start()
-        self._wake.set()
+        # Taken before the run goes on: a keeper starved from then on (a busy machine)
+        # still holds the run against a sweep or a claim once the lease runs out.
+        self._take_locks([held])
         return held
 
     def release(self, owner: str) -> None:
@@ -206,22 +206,16 @@ class _LeaseKeeper:
     def _beat(self) -> None:
         interval = max(0.5, settings.AGENTWEB_LEASE_SECONDS / 3)
         next_renewal = time.monotonic() + interval
-        next_cancel_look = time.monotonic() + CANCEL_POLL_SECONDS
         while True:
-            # Woken early by a run just held (its lock is taken at once), else each poll.
-            self._wake.wait(max(0.0, next_cancel_look - time.monotonic()))
-            self._wake.clear()
+            time.sleep(CANCEL_POLL_SECONDS)
             with self._lock:
                 held = dict(self._held)
-            unlocked = [flags for flags in held.values() if not flags.locked]
-            if unlocked:
-                self._take_locks(unlocked)
-            if time.monotonic() < next_cancel_look:
-                continue
-            next_cancel_look = time.monotonic() + CANCEL_POLL_SECONDS
             if not held:
                 self._close_if_idle()
                 continue
+            unlocked = [flags for flags in held.values() if not flags.locked]
+            if unlocked:
+                self._take_locks(unlocked)
             self._look_for_cancels(held)
             if time.monotonic() < next_renewal:
                 continue

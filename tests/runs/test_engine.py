@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -498,45 +497,6 @@ def test_the_lease_keeper_lets_its_session_go_once_it_holds_no_run(transactional
     keeper.release("test:1")
     assert sessions() == 0
     wait_for(lambda: keeper._db is None, timeout=10)
-
-
-def test_holding_a_run_does_not_wait_for_the_keepers_session(transactional_db) -> None:
-    """The run's thread goes on at once; the keeper takes the lock when its session is
-    free. A run let go before that is never locked (no lock is left behind)."""
-    keeper = engine._LeaseKeeper()
-
-    def locks(key: int) -> int:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = %s "
-                "AND objid = %s",
-                [lifecycle.RUN_LOCK_SPACE, key],
-            )
-            return cursor.fetchone()[0]
-
-    def hold_in_a_thread(run_id: int, owner: str) -> engine._Held:
-        out: list[engine._Held] = []
-        thread = threading.Thread(target=lambda: out.append(keeper.hold(run_id, owner)))
-        thread.start()
-        thread.join(10)
-        assert out, "hold waited for the keeper's session"
-        return out[0]
-
-    with keeper._db_lock:  # the session is busy (a slow renewal, a reconnect)
-        held = hold_in_a_thread(434343, "test:2")
-        assert not held.locked
-        gone = hold_in_a_thread(454545, "test:3")
-        releasing = threading.Thread(target=keeper.release, args=("test:3",))
-        releasing.start()  # waits for the session too
-        wait_for(lambda: "test:3" not in keeper._held, timeout=10)
-    releasing.join(10)
-    wait_for(lambda: held.locked, timeout=10)
-    assert locks(434343) == 1
-    time.sleep(engine.CANCEL_POLL_SECONDS * 2)  # a beat or two later
-    assert gone.released and not gone.locked and locks(454545) == 0
-    keeper.release("test:2")
-    assert locks(434343) == 0 and not held.locked
-    keeper.close()
 
 
 def test_a_profile_policy_can_waive_or_demand_approval(people, scripted, enqueued) -> None:
