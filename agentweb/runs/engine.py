@@ -122,8 +122,9 @@ class _LeaseKeeper:
             held = self._held.pop(owner, None)
         if held is None:
             return
-        # Under the session's lock: the keeper may be taking this run's lock right now; it
-        # either sees ``released`` and does not, or has taken it and it is let go here.
+        # Under the session's lock: the keeper's beat may be retrying this run's lock right
+        # now; it either sees ``released`` and does not, or has taken it and it is let go
+        # here (no lock is left behind for a run nobody holds).
         with self._db_lock:
             held.released = True
             if held.locked:
@@ -493,7 +494,8 @@ def _persist(
 
 
 class _Written(NamedTuple):
-    """What this worker's last step left in the run's row."""
+    """What the run's row holds as this worker last saw it: read by its claim, or
+    written by its last step."""
 
     last_seq: int
     usage: dict[str, Any]

@@ -591,6 +591,23 @@ def test_a_live_worker_whose_lease_ran_out_keeps_its_run_and_no_step_is_paid_twi
     assert types(run).count("model_called") == 2
 
 
+def another_writer_adds_an_event(run: Run) -> None:
+    """An event appended to ``run`` by someone else (under the row lock, committed)."""
+    with transaction.atomic():
+        other = Run.objects.select_for_update().get(pk=run.pk)
+        store.append_events(
+            other, [{"type": "note", "data": {"by": "elsewhere"}}], status_changed=False
+        )
+
+
+def guards_and_reads(captured: Any) -> tuple[int, int]:
+    """How many step guards and reads of the run's row a captured run sent."""
+    sent = [q["sql"] for q in captured.captured_queries]
+    guards = [sql for sql in sent if ") AS ours)" in sql]
+    reads = [sql for sql in sent if "SELECT status, lease_owner" in sql]
+    return len(guards), len(reads)
+
+
 @pytest.mark.parametrize("changed_before_step", [2, 3, 4])
 def test_a_step_after_our_own_skips_the_read_and_a_row_changed_meanwhile_is_read(
     people, scripted, enqueued, monkeypatch, changed_before_step
@@ -612,23 +629,16 @@ def test_a_step_after_our_own_skips_the_read_and_a_row_changed_meanwhile_is_read
     def before_each_step() -> None:  # _drive calls it as each step begins
         between["steps"] += 1
         if between["steps"] == changed_before_step:
-            with transaction.atomic():
-                other = Run.objects.select_for_update().get(pk=run.pk)
-                store.append_events(
-                    other, [{"type": "note", "data": {"by": "elsewhere"}}], status_changed=False
-                )
+            another_writer_adds_an_event(run)
         give_back()
 
     monkeypatch.setattr(engine.dbpool, "give_back", before_each_step)
     with CaptureQueriesContext(connection) as captured:
         assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
-    sent = [q["sql"] for q in captured.captured_queries]
-    reads = [sql for sql in sent if "SELECT status, lease_owner" in sql]
-    guards = [sql for sql in sent if ") AS ours)" in sql]
     # Five steps, each guarded (the first with the row as the claim read it, the last
     # ends the run); only the one after the other writer's event reads the row.
     assert between["steps"] == 5
-    assert (len(reads), len(guards)) == (1, 5)
+    assert guards_and_reads(captured) == (5, 1)
     kinds = types(run)
     assert kinds.count("note") == 1 and seqs(run) == list(range(1, len(kinds) + 1))
     assert [k for k in kinds if k != "note"] == [
@@ -661,11 +671,7 @@ def test_a_pause_for_approval_behind_a_failed_guard_opens_its_approval_once(
     give_back = engine.dbpool.give_back
 
     def before_each_step() -> None:
-        with transaction.atomic():
-            other = Run.objects.select_for_update().get(pk=run.pk)
-            store.append_events(
-                other, [{"type": "note", "data": {"by": "elsewhere"}}], status_changed=False
-            )
+        another_writer_adds_an_event(run)
         give_back()
 
     monkeypatch.setattr(engine.dbpool, "give_back", before_each_step)
@@ -673,11 +679,8 @@ def test_a_pause_for_approval_behind_a_failed_guard_opens_its_approval_once(
 
     with CaptureQueriesContext(connection) as captured:
         assert engine.execute_run(run.pk) == Run.Status.WAITING_APPROVAL
-    sent = [q["sql"] for q in captured.captured_queries]
-    guards = [sql for sql in sent if ") AS ours)" in sql]
-    reads = [sql for sql in sent if "SELECT status, lease_owner" in sql]
-    assert len(guards) == 1 and len(reads) == 1  # the guard failed, then the usual way
-    assert 'INSERT INTO "runs_approval"' in "".join(sent)
+    assert guards_and_reads(captured) == (1, 1)  # the guard failed, then the usual way
+    assert 'INSERT INTO "runs_approval"' in "".join(q["sql"] for q in captured.captured_queries)
     assert Approval.objects.filter(run=run).count() == 1
     kinds = types(run)
     assert kinds == ["note", "run_started", "model_called", "approval_requested"]
