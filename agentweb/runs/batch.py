@@ -8,6 +8,11 @@ With a cursor that binds on the server they are sent one by one, as before.
 
 Values go through each model field's ``get_db_prep_save``, as the ORM's own INSERT and
 UPDATE send them (JSON as jsonb with the field's encoder, aware datetimes).
+
+``send_as_transaction``: when the batch is all its transaction does, the string is the
+transaction. PostgreSQL runs the statements of one simple query as one implicit
+transaction (all of them or none), so psycopg's BEGIN before the batch and the COMMIT
+after it, a round trip each, are not sent.
 """
 
 from __future__ import annotations
@@ -88,6 +93,39 @@ class Batch:
                 return
             for sql, params in statements:
                 cursor.execute(sql, params)
+
+    def send_as_transaction(self) -> bool:
+        """Send every statement as the whole of the caller's transaction, committed by
+        PostgreSQL as the string ends; False (nothing sent) where that cannot be done:
+        the transaction has begun on the server (something ran in it already), it is
+        inside another (a savepoint), the cursor binds on the server, or one statement.
+
+        The caller's ``atomic`` block must execute nothing after this: its own commit
+        then finds nothing to commit, and its on-commit callbacks run as usual. A
+        failing statement rolls back all of them (PostgreSQL ends the implicit
+        transaction) and raises, as ``send`` does."""
+        raw = connection.connection
+        if (
+            len(self._statements) < 2
+            or raw is None
+            or len(connection.atomic_blocks) != 1  # our own atomic block, outermost
+            or connection.savepoint_ids
+            or raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+        ):
+            return False
+        with connection.cursor() as cursor:
+            if not isinstance(cursor.cursor, psycopg.ClientCursor):
+                return False
+            statements, self._statements = self._statements, []
+            raw.autocommit = True  # no BEGIN first: the string is its own transaction
+            try:
+                cursor.execute(
+                    "; ".join(sql for sql, _ in statements),
+                    [p for _, params in statements for p in params],
+                )
+            finally:
+                raw.autocommit = False  # idle again, committed or rolled back
+        return True
 
 
 @functools.cache

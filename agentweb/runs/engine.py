@@ -566,6 +566,13 @@ def _store_step(
             update["lease_expires_at"] = timezone.now() + lifecycle.lease()
         if any(isinstance(e, ev.ModelCalled) for e in events):
             update["usage"] = add_usage(usage_before, events)
+        finished = [e.tool for e in events if isinstance(e, ev.ToolCallFinished)]
+        # A step in the middle of a run writes nothing but its batch: the batch is its
+        # transaction (no BEGIN and COMMIT round trips of their own). Its crash point
+        # then comes before the batch: dying there loses the step, as it did after it.
+        alone = quick and known is not None
+        if alone:
+            crash_point("step_committing", finished)
         if isinstance(outcome, Cancelled):
             _set(run, update)
             # The step's own events (a model reply that came in) are kept; the run's
@@ -590,17 +597,16 @@ def _store_step(
             )
             batch.update(Run, run.pk, {"last_seq": run.last_seq, **update})
             try:
-                batch.send()
+                if not (alone and batch.send_as_transaction()):
+                    batch.send()
             except DatabaseError as exc:
                 if known is not None and getattr(exc.__cause__, "sqlstate", "") == _GUARD_FAILED:
                     raise _NotAsWritten from exc  # rolls the step's writes back
                 raise
             if run.status in Run.FINAL:
                 lifecycle.ended(run)
-        crash_point(
-            "step_committing",
-            [e.tool for e in events if isinstance(e, ev.ToolCallFinished)],
-        )
+        if not alone:
+            crash_point("step_committing", finished)
     if run.status == Run.Status.RUNNING:
         run.__dict__[_WRITTEN] = _Written(run.last_seq, update.get("usage", usage_before))
     return run.status

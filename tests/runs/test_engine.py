@@ -94,25 +94,55 @@ def test_the_runs_thread_gives_its_pooled_connection_back_while_tools_run(
 def test_only_a_runs_end_waits_for_the_disk_flush_unless_every_step_must(
     people, scripted, enqueued, monkeypatch, settings, sync_steps
 ) -> None:
+    """A step in the middle of a run is sent as a transaction of its own that begins by
+    not waiting for the flush (``SET LOCAL synchronous_commit = off``); with
+    AGENTWEB_SYNC_STEPS, and at the run's end, the step's COMMIT waits for it."""
     from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from agentweb.runs.batch import Batch
 
     settings.AGENTWEB_SYNC_STEPS = sync_steps
     seen: list[str] = []
     point = engine.crash_point
+    send_alone = Batch.send_as_transaction
 
     def watched(name: str, tools: Any) -> None:
-        if name == "step_committing":  # the step's writes are sent; its COMMIT is next
-            with connection.cursor() as cursor:
-                cursor.execute("SHOW synchronous_commit")
-                seen.append(cursor.fetchone()[0])
+        if name == "step_committing" and connection.in_atomic_block:
+            raw = connection.connection
+            if raw is not None and raw.info.transaction_status.name == "INTRANS":
+                # the step's writes are sent; its COMMIT is next
+                with connection.cursor() as cursor:
+                    cursor.execute("SHOW synchronous_commit")
+                    seen.append(cursor.fetchone()[0])
+            else:
+                seen.append("nothing sent yet")
         point(name, tools)
 
+    def spied(batch: Batch) -> bool:
+        alone = send_alone(batch)
+        seen.append("sent alone" if alone else "sent in a transaction")
+        return alone
+
     monkeypatch.setattr(engine, "crash_point", watched)
+    monkeypatch.setattr(Batch, "send_as_transaction", spied)
     scripted.enqueue(call("lookup", order_id="A1"), "Order A1 was delivered.")
-    assert engine.execute_run(start(people).pk) == Run.Status.SUCCEEDED
-    middle = "on" if sync_steps else "off"
+    with CaptureQueriesContext(connection) as captured:
+        assert engine.execute_run(start(people).pk) == Run.Status.SUCCEEDED
+    steps = [q["sql"] for q in captured.captured_queries if "INSERT INTO runs_runevent" in q["sql"]]
     # the reply with its planned call, the tool's result, the answer (the run's end)
-    assert seen == [middle, middle, "on"]
+    if sync_steps:
+        assert seen == ["on", "on", "on"]
+        assert not any(sql.startswith("SET LOCAL synchronous_commit") for sql in steps)
+    else:
+        middle = ["nothing sent yet", "sent alone"]
+        assert seen == [*middle, *middle, "on"]
+        assert [sql.startswith("SET LOCAL synchronous_commit = off; ") for sql in steps] == [
+            True,
+            True,
+            False,
+        ]
+    assert seqs(Run.objects.latest("pk")) == list(range(1, 7))
 
 
 def test_a_steps_writes_reach_postgresql_in_one_statement(people, scripted, enqueued) -> None:
