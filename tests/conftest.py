@@ -8,7 +8,9 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -45,7 +47,7 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def django_db_setup(django_db_setup: None) -> Iterator[None]:
+def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
     """pytest-django's, and before the test database is dropped: the sessions this
     process keeps besides its threads' connections let go (the connection pool's idle
     connections, the lease keeper's session); one still open made the drop warn
@@ -60,6 +62,61 @@ def django_db_setup(django_db_setup: None) -> Iterator[None]:
         close_pool = getattr(conn, "close_pool", None)
         if callable(close_pool):
             close_pool()
+    with django_db_blocker.unblock():
+        others = _other_sessions()
+    if others:  # the drop will warn; say whose sessions they are
+        warnings.warn("open on the test database: " + "; ".join(others), stacklevel=1)
+
+
+def _other_sessions() -> list[str]:
+    """The test database's sessions other than this connection's, each with the local
+    process and thread (where known) whose socket it is."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid, client_port, application_name, state, left(query, 80), backend_start "
+            "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        rows = cursor.fetchall()
+    connection.close()
+    return [
+        f"backend {pid} (client port {port}, {_owner_of_port(port)}, app {app!r}, {state}, "
+        f"since {started:%H:%M:%S}, last query {query!r})"
+        for pid, port, app, state, query, started in rows
+    ]
+
+
+def _owner_of_port(port: int | None) -> str:
+    """Which local process holds the TCP socket whose local port is ``port`` (Linux)."""
+    if not port or port < 0:
+        return "over a Unix socket"
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if int(fields[1].rsplit(":", 1)[1], 16) == port:
+                    inodes.add(fields[9])
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        fds: list[str] = []
+        with contextlib.suppress(OSError):  # a process that ended, or not ours to read
+            fds = os.listdir(f"/proc/{pid}/fd")
+        for fd in fds:
+            target = ""
+            with contextlib.suppress(OSError):  # closed meanwhile (the listing's own)
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            if target.startswith("socket:[") and target[8:-1] in inodes:
+                cmd = b""
+                with contextlib.suppress(OSError), open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read()
+                this = ""
+                if int(pid) == os.getpid():  # which of its threads: those alive now
+                    names = sorted({t.name for t in threading.enumerate()})
+                    this = f" (this pytest process; threads alive: {', '.join(names)})"
+                text = cmd.replace(b"\0", b" ").decode(errors="replace")[:80].strip()
+                return f"pid {pid}{this}: {text}"
+    return "no local process"
 
 
 @pytest.fixture(scope="session")
