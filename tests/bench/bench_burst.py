@@ -120,9 +120,10 @@ class BackendSampler:
     """CPU ticks of the PostgreSQL backends serving the bench's database, sampled every
     ``interval`` s (a backend that ends between two samples loses its last slice)."""
 
-    def __init__(self, dsn: str, interval: float = 0.2) -> None:
+    def __init__(self, dsn: str, interval: float = 0.2, exclude: tuple[int, ...] = ()) -> None:
         self.conn = psycopg.connect(dsn, autocommit=True)
-        self.own = self.conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
+        own = self.conn.execute("SELECT pg_backend_pid()").fetchone()[0]  # type: ignore[index]
+        self.exclude = [own, *exclude]  # its own session, and those the caller names
         self.interval = interval
         self.first: dict[int, int] = {}
         self.last: dict[int, int] = {}
@@ -132,8 +133,9 @@ class BackendSampler:
 
     def sample(self) -> None:
         rows = self.conn.execute(
-            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> %s",
-            (self.own,),
+            "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> ALL(%s)",
+            (self.exclude,),
         ).fetchall()
         for (pid,) in rows:
             ticks = cpu_ticks(pid)

@@ -55,6 +55,9 @@ EXPECTED = (
 )
 
 
+TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
+
+
 def pct(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
@@ -285,13 +288,28 @@ def main() -> int:
         bare_ms = bare_loop_ms(100)
         server.responder = ticket_responder(0.0) if args.ticket else responder(0.0)
         ids, orders = [], {}
+        from tests.bench.bench_burst import BackendSampler, cpu_ticks
+
+        own = conn.execute("SELECT pg_backend_pid()").fetchone()
+        sampler = BackendSampler(env["DATABASE_URL"], exclude=own or ())
         for i in range(args.runs + 5):
+            if i == 5:  # warm-up runs are not counted
+                ticks = {p: cpu_ticks(p.proc.pid) or 0 for p in procs}
+                bench_cpu = time.process_time()
+                sampler.start()
             order = f"A{1001 + i % 25}" if args.ticket else f"S{i}"
             run = client.post("/api/runs", json={"task": f"Check order {order}"}).json()
             wait_final([run["id"]], 30)
-            if i >= 5:  # warm-up runs are not counted
+            if i >= 5:
                 ids.append(run["id"])
                 orders[run["id"]] = order
+        cpu = {"web": 0.0, "workers": 0.0}
+        for proc, before in ticks.items():
+            kind = "web" if proc is web else "workers"
+            cpu[kind] += ((cpu_ticks(proc.proc.pid) or before) - before) * TICK_MS / len(ids)
+        cpu["postgres"] = sampler.stop()[0] / len(ids)
+        cpu["bench"] = (time.process_time() - bench_cpu) * 1000 / len(ids)
+        sampler.conn.close()
         rows = conn.execute(
             "SELECT extract(epoch FROM finished_at - created_at) * 1000 "
             "FROM runs_run WHERE id = ANY(%s)",
@@ -306,6 +324,7 @@ def main() -> int:
             "p95_ms": round(pct(ms, 95), 1),
             "bare_loop_wall_p50_ms": round(bare, 2),
             "p50_over_bare_loop": round(statistics.median(ms) / bare, 1),
+            "cpu_ms_per_run": {k: round(v, 2) for k, v in cpu.items()},
             "bar_p50_over_bare_loop": 10,
             "load_average": os.getloadavg(),
             "bar_p50_ms": 50,
@@ -323,6 +342,11 @@ def main() -> int:
             f"  the bare httpx loop's wall time in the same run: p50 {bare:.2f} ms; the stack's "
             f"p50 is {seq['p50_over_bare_loop']:.1f}x that (bar: <= 10x); load average "
             + " ".join(f"{x:.2f}" for x in seq["load_average"])
+        )
+        print(
+            "  CPU ms per run meanwhile (all of it, each run's POST and polling included): "
+            f"web {cpu['web']:.1f}, workers {cpu['workers']:.1f}, PostgreSQL {cpu['postgres']:.1f} "
+            f"(the stack's backends), this process {cpu['bench']:.1f} (fake model, client, polling)"
         )
         print(f"  checks: {results['sequential']['problems']}")
         if args.ticket:
