@@ -51,7 +51,14 @@ def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[N
     """pytest-django's, and before the test database is dropped: the sessions this
     process keeps besides its threads' connections let go (the connection pool's idle
     connections, the lease keeper's session); one still open made the drop warn
-    "database ... is being accessed by other users" and leave the database behind."""
+    "database ... is being accessed by other users" and leave the database behind.
+
+    A WebSocket test leaves one more: a consumer's read in its pool thread (``ws-read``)
+    opens a connection inside the context asgiref copies for the call, and asgiref hands
+    that context's values back to the awaiting task, here the test's, which outlives the
+    call (a server's consumer task ends with its socket, and the connection goes back to
+    the pool). Those sessions of this process are ended; any other process's are named
+    in a warning."""
     yield
     from django.db import connections
 
@@ -63,14 +70,14 @@ def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[N
         if callable(close_pool):
             close_pool()
     with django_db_blocker.unblock():
-        others = _other_sessions()
+        others = _end_own_sessions()
     if others:  # the drop will warn; say whose sessions they are
         warnings.warn("open on the test database: " + "; ".join(others), stacklevel=1)
 
 
-def _other_sessions() -> list[str]:
-    """The test database's sessions other than this connection's, each with the local
-    process and thread (where known) whose socket it is."""
+def _end_own_sessions() -> list[str]:
+    """End the test database's sessions whose client is this process (besides this
+    connection); the others, each with the local process holding its socket."""
     from django.db import connection
 
     with connection.cursor() as cursor:
@@ -78,19 +85,25 @@ def _other_sessions() -> list[str]:
             "SELECT pid, client_port, application_name, state, left(query, 80), backend_start "
             "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
         )
-        rows = cursor.fetchall()
+        others = []
+        for pid, port, app, state, query, started in cursor.fetchall():
+            owner, where = _owner_of_port(port)
+            if owner == os.getpid():
+                cursor.execute("SELECT pg_terminate_backend(%s, 5000)", [pid])
+                continue
+            others.append(
+                f"backend {pid} (client port {port}, {where}, app {app!r}, {state}, "
+                f"since {started:%H:%M:%S}, last query {query!r})"
+            )
     connection.close()
-    return [
-        f"backend {pid} (client port {port}, {_owner_of_port(port)}, app {app!r}, {state}, "
-        f"since {started:%H:%M:%S}, last query {query!r})"
-        for pid, port, app, state, query, started in rows
-    ]
+    return others
 
 
-def _owner_of_port(port: int | None) -> str:
-    """Which local process holds the TCP socket whose local port is ``port`` (Linux)."""
+def _owner_of_port(port: int | None) -> tuple[int | None, str]:
+    """Which local process holds the TCP socket whose local port is ``port`` (Linux): its
+    pid and a description."""
     if not port or port < 0:
-        return "over a Unix socket"
+        return None, "over a Unix socket"
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with contextlib.suppress(OSError), open(table) as f:
@@ -115,8 +128,8 @@ def _owner_of_port(port: int | None) -> str:
                     names = sorted({t.name for t in threading.enumerate()})
                     this = f" (this pytest process; threads alive: {', '.join(names)})"
                 text = cmd.replace(b"\0", b" ").decode(errors="replace")[:80].strip()
-                return f"pid {pid}{this}: {text}"
-    return "no local process"
+                return int(pid), f"pid {pid}{this}: {text}"
+    return None, "no local process"
 
 
 @pytest.fixture(scope="session")
