@@ -19,29 +19,16 @@ from django.db import migrations
 #: The SQL function as migration 0008 made it (what this migration goes back to).
 GROUP_KEYS_SQL = importlib.import_module("agentweb.runs.migrations.0008_sum_per_keys").GROUP_KEYS
 
-GROUP_KEYS_PLPGSQL = r"""
-CREATE OR REPLACE FUNCTION runs_group_keys(args jsonb) RETURNS jsonb
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
-BEGIN
-    RETURN (
-        SELECT coalesce(jsonb_object_agg(e.key, CASE
-            WHEN jsonb_typeof(e.value) = 'string'
-                AND char_length(e.value #>> '{}') <= 200
-                AND (e.value #>> '{}') !~ '[^\x01-\x7f]'
-            THEN to_jsonb(translate(
-                btrim(e.value #>> '{}', E' \t\n\x0b\x0c\r\x1c\x1d\x1e\x1f'),
-                'ABCDEFGHIJKLMNOPQRSTUVWXYZ',
-                'abcdefghijklmnopqrstuvwxyz'
-            ))
-            ELSE '"*"'::jsonb
-        END), '{}'::jsonb)
-        FROM jsonb_each(
-            CASE WHEN jsonb_typeof(args) = 'object' THEN args ELSE '{}'::jsonb END
-        ) AS e
-    );
-END
-$fn$
-"""
+
+def _in_plpgsql(function_sql: str) -> str:
+    """The SQL function 0008 made, as a PL/pgSQL function returning its one SELECT."""
+    head, body, tail = function_sql.split("$fn$")
+    assert "LANGUAGE sql" in head
+    head = head.replace("LANGUAGE sql", "LANGUAGE plpgsql")
+    return f"{head}$fn$\nBEGIN\n    RETURN ({body.strip()});\nEND\n$fn${tail}"
+
+
+GROUP_KEYS_PLPGSQL = _in_plpgsql(GROUP_KEYS_SQL)
 
 #: (table, column) of the values compressed with lz4 from now on, when the server can.
 LARGE_JSON = [
