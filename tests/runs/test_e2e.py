@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import signal
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -28,9 +30,12 @@ def tool_results(req: Recorded) -> list[dict[str, Any]]:
 
 def refund_script(amount: float, stall_on_answer: list[float]) -> Any:
     """The model: look up the order, refund, answer. Decided by the conversation so far,
-    so a retried request after a crash gets the same reply."""
+    so a retried request after a crash gets the same reply. The first final-answer
+    requests wait the seconds in ``stall_on_answer`` (popped as they are used)."""
 
     def respond(req: Recorded) -> Reply:
+        if not isinstance(req.json, dict):  # a body cut off (a client killed mid-send)
+            return Reply(status=400, json={"error": {"message": "fake: no JSON body"}})
         user = next(m for m in req.json["messages"] if m["role"] == "user")["content"]
         order = user.split()[-1]
         done = tool_results(req)
@@ -55,6 +60,18 @@ def refund_script(amount: float, stall_on_answer: list[float]) -> Any:
         return Reply(delay=delay, json=oa_reply(content=f"Refund done: {result[:60]}"))
 
     return respond
+
+
+def model_log(llm: FakeLLMServer, task: str) -> str:
+    """The fake model's requests for one task, for a failure's message."""
+    lines = []
+    for r in llm.requests:
+        body = r.json if isinstance(r.json, dict) else None
+        if body is not None and task not in json.dumps(body):
+            continue
+        tools = len(tool_results(r)) if body is not None else "no JSON body"
+        lines.append(f"  client port {r.peer}: {tools} tool results")
+    return "\n".join(lines) or "  (none)"
 
 
 @pytest.fixture(scope="module")
@@ -148,32 +165,32 @@ def test_kill_9_mid_run_resumes_and_never_repeats_the_refund(demo, stack, llm) -
     takes the run over when the lease expires and finishes it; the ledger has one refund."""
     from agentweb.shop.models import Refund
 
-    llm.responder = refund_script(15.0, [60.0])  # the first final-answer call stalls
+    stall = [60.0]  # the first final-answer call stalls: worker-a dies waiting on it
+    llm.responder = refund_script(15.0, stall)
     order = refundable_order()
+    task = f"Refund the item on {order.number}"
     client = httpx.Client(base_url=stack["url"], headers=token("operator"), timeout=10)
-    run_id = client.post("/api/runs", json={"task": f"Refund the item on {order.number}"}).json()[
-        "id"
-    ]
+    run_id = client.post("/api/runs", json={"task": task}).json()["id"]
     wait_for(lambda: RunEvent.objects.filter(run_id=run_id, seq__gte=7).exists(), 30)
-    wait_for(
-        lambda: (
-            len(
-                [
-                    r
-                    for r in llm.requests
-                    if len(tool_results(r)) == 2 and order.number in json.dumps(r.json)
-                ]
-            )
-            >= 1
-        ),
-        30,
-    )
+    # The stall was handed out: worker-a's final-answer call is the one waiting on it.
+    wait_for(lambda: not stall, 30)
     stack["worker"].kill9()
-    assert Run.objects.get(pk=run_id).status == "running"
+    run = Run.objects.get(pk=run_id)
+    assert run.status == "running", (run.status, model_log(llm, task))
     assert Refund.objects.filter(order=order).count() == 1
     stack["worker"] = start_worker(stack["env"], stack["tmp"], "worker-b")
     stack["beat"] = start_beat(stack["env"], stack["tmp"])
-    run = wait_for(lambda: Run.objects.filter(pk=run_id, status__in=Run.FINAL).first(), 45)
+    try:
+        run = wait_for(lambda: Run.objects.filter(pk=run_id, status__in=Run.FINAL).first(), 45)
+    except AssertionError:
+        # Celery logs every thread's stack on SIGUSR1: where worker-b is stuck.
+        os.kill(stack["worker"].proc.pid, signal.SIGUSR1)
+        time.sleep(1)
+        tail = "\n".join(stack["worker"].output().splitlines()[-120:])
+        raise AssertionError(
+            f"run {run_id} did not finish after the takeover\n"
+            f"model requests:\n{model_log(llm, task)}\nworker-b:\n{tail}"
+        ) from None
     assert run.status == "succeeded", run.failure_reason
     assert run.attempts == 2
     assert Refund.objects.filter(order=order).count() == 1
