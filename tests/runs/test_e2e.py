@@ -173,6 +173,10 @@ def test_kill_9_mid_run_resumes_and_never_repeats_the_refund(demo, stack, llm) -
     run_id = client.post("/api/runs", json={"task": task}).json()["id"]
     wait_for(lambda: RunEvent.objects.filter(run_id=run_id, seq__gte=7).exists(), 30)
     # The stall was handed out: worker-a's final-answer call is the one waiting on it.
+    # (Not "a request with two tool results that names the order was recorded": the
+    # database is emptied and seeded again between tests, so this test refunds the same
+    # order as the first one, whose final request matched that at once. The kill then
+    # raced worker-a's final call, and when it won, worker-b's call got the stall.)
     wait_for(lambda: not stall, 30)
     stack["worker"].kill9()
     run = Run.objects.get(pk=run_id)
