@@ -10,9 +10,8 @@ from typing import Any
 import pytest
 from django.db import connection
 
-LARGE_JSON_COLUMNS = importlib.import_module(
-    "agentweb.runs.migrations.0015_cheaper_step_writes"
-).LARGE_JSON
+MIGRATION = importlib.import_module("agentweb.runs.migrations.0015_cheaper_step_writes")
+LARGE_JSON_COLUMNS = MIGRATION.LARGE_JSON
 
 pytestmark = pytest.mark.django_db
 
@@ -23,16 +22,8 @@ def _one(sql: str, params: list[Any] | None = None) -> Any:
         return cursor.fetchone()[0]
 
 
-def _server_has_lz4() -> bool:
-    return bool(
-        _one(
-            "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
-        )
-    )
-
-
 def test_large_json_columns_are_compressed_with_lz4_where_the_server_has_it() -> None:
-    has_lz4 = _server_has_lz4()
+    has_lz4 = MIGRATION.has_lz4(connection)
     for table, column in LARGE_JSON_COLUMNS:
         method = _one(
             "SELECT attcompression FROM pg_attribute "
@@ -52,7 +43,7 @@ def test_a_large_state_is_stored_compressed_and_read_back_whole(people: Any, enq
     Run.objects.filter(pk=run.pk).update(state=state)
     assert Run.objects.get(pk=run.pk).state == state
     method = _one("SELECT pg_column_compression(state) FROM runs_run WHERE id = %s", [run.pk])
-    has_lz4 = _server_has_lz4()
+    has_lz4 = MIGRATION.has_lz4(connection)
     assert method == ("lz4" if has_lz4 else "pglz")
 
 

@@ -39,8 +39,9 @@ LARGE_JSON = [
 ]
 
 
-def _has_lz4(schema_editor: Any) -> bool:
-    with schema_editor.connection.cursor() as cursor:
+def has_lz4(connection: Any) -> bool:
+    """Whether the server behind ``connection`` can compress TOAST values with lz4."""
+    with connection.cursor() as cursor:
         cursor.execute(
             "SELECT 'lz4' = ANY(enumvals) FROM pg_settings WHERE name = 'default_toast_compression'"
         )
@@ -50,7 +51,7 @@ def _has_lz4(schema_editor: Any) -> bool:
 
 def _compress_with(method: str) -> Any:
     def apply(apps: Any, schema_editor: Any) -> None:
-        if not _has_lz4(schema_editor):
+        if not has_lz4(schema_editor.connection):
             return
         quote = schema_editor.quote_name
         for table, column in LARGE_JSON:
