@@ -45,6 +45,8 @@ from tests.bench.bench_stack import (  # noqa: E402
 
 SPENT: collections.Counter[str] = collections.Counter()
 CALLS: collections.Counter[str] = collections.Counter()
+#: (label, start, end) of every timed call of the run in progress (``--timeline``).
+TIMELINE: list[tuple[str, float, float]] = []
 
 _DOC = {f"k{i}": [i, str(i), {"x": i}] for i in range(300)}
 
@@ -84,8 +86,10 @@ def timed(owner: Any, name: str, label: str) -> None:
         try:
             return fn(*args, **kwargs)
         finally:
-            SPENT[label] += time.perf_counter() - started
+            ended = time.perf_counter()
+            SPENT[label] += ended - started
             CALLS[label] += 1
+            TIMELINE.append((label, started, ended))
 
     setattr(owner, name, wrapper)
 
@@ -105,6 +109,9 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("-n", "--runs", type=int, default=100)
     parser.add_argument("--json", metavar="PATH")
+    parser.add_argument(
+        "--timeline", action="store_true", help="also print the median run's phases in order"
+    )
     args = parser.parse_args()
 
     ctx = multiprocessing.get_context("fork")
@@ -167,6 +174,7 @@ def main() -> int:
 
     user = get_user_model().objects.get(username="operator")
     walls, cpus, procs, units, sent = [], [], [], [], []
+    timelines: list[tuple[float, float, list[tuple[str, float, float]]]] = []
     warm = 5
     threads_before: collections.Counter[str] = collections.Counter()
     for i in range(args.runs + warm):
@@ -176,6 +184,7 @@ def main() -> int:
             threads_before = cpu_by_thread()
         run = actions.do_create_run(user=user, task=f"Check order A{1001 + i % 25}")
         before = statements[0]
+        TIMELINE.clear()
         wall, cpu, proc = time.perf_counter(), time.thread_time(), time.process_time()
         with connection.execute_wrapper(count):
             status = engine.execute_run(run.pk)
@@ -184,6 +193,7 @@ def main() -> int:
             return 1
         if i >= warm:
             walls.append((time.perf_counter() - wall) * 1000)
+            timelines.append((walls[-1], wall, list(TIMELINE)))
             cpus.append((time.thread_time() - cpu) * 1000)
             procs.append((time.process_time() - proc) * 1000)
             sent.append(statements[0] - before)
@@ -224,6 +234,11 @@ def main() -> int:
     print("  CPU ms per run, by thread (from /proc, in clock ticks: a mean over the runs):")
     for label, spent in results["cpu_ms_per_run_by_thread"].items():
         print(f"    {spent:7.2f}  {label}")
+    if args.timeline:
+        took, began, phases = sorted(timelines)[len(timelines) // 2]
+        print(f"  the median run ({took:.2f} ms), its timed calls in order (start, length, ms):")
+        for label, started, ended in sorted(phases, key=lambda p: p[1]):
+            print(f"    {(started - began) * 1000:7.2f} {(ended - started) * 1000:6.2f}  {label}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
     return 0

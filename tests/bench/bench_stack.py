@@ -311,17 +311,25 @@ def main() -> int:
         cpu["bench"] = (time.process_time() - bench_cpu) * 1000 / len(ids)
         sampler.conn.close()
         rows = conn.execute(
-            "SELECT extract(epoch FROM finished_at - created_at) * 1000 "
+            "SELECT extract(epoch FROM finished_at - created_at) * 1000, "
+            "extract(epoch FROM started_at - created_at) * 1000 "
             "FROM runs_run WHERE id = ANY(%s)",
             (ids,),
         ).fetchall()
         ms = [float(r[0]) for r in rows]
+        # created -> started: the POST's commit, the Celery message, the worker's claim;
+        # started -> finished: the engine in the worker.
+        waited = [float(r[1]) for r in rows]
         bare_ms += bare_loop_ms(100)
         bare = statistics.median(bare_ms)
         results["sequential"] = {
             "runs": len(ms),
             "p50_ms": round(statistics.median(ms), 1),
             "p95_ms": round(pct(ms, 95), 1),
+            "created_to_started_p50_ms": round(statistics.median(waited), 2),
+            "started_to_finished_p50_ms": round(
+                statistics.median(m - w for m, w in zip(ms, waited, strict=True)), 2
+            ),
             "bare_loop_wall_p50_ms": round(bare, 2),
             "p50_over_bare_loop": round(statistics.median(ms) / bare, 1),
             "cpu_ms_per_run": {k: round(v, 2) for k, v in cpu.items()},
@@ -338,6 +346,11 @@ def main() -> int:
             f" p95 {pct(ms, 95):.1f} ms over {len(ms)} runs (bar: p50 <= 50 ms)"
         )
         seq = results["sequential"]
+        print(
+            f"  of which created -> started (commit, Celery message, claim) p50 "
+            f"{seq['created_to_started_p50_ms']:.1f} ms, started -> finished (the engine) p50 "
+            f"{seq['started_to_finished_p50_ms']:.1f} ms"
+        )
         print(
             f"  the bare httpx loop's wall time in the same run: p50 {bare:.2f} ms; the stack's "
             f"p50 is {seq['p50_over_bare_loop']:.1f}x that (bar: <= 10x); load average "
