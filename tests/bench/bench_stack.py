@@ -14,6 +14,12 @@ the demo shop. Part 1 only.
 
     python -m agentweb.devstack exec -- .venv/bin/python tests/bench/bench_stack.py [--ticket]
 
+The stack is started as ``make run`` starts it (``agentweb.devstack.stack_argv``: Daphne,
+one Celery worker with ``--threads`` threads, beat; log level WARNING), as bench_burst
+starts it; ``--workers N`` starts N worker processes at log level INFO and no beat instead
+(this bench's shape before; on a 2-core machine the two shapes gave part 1 the same
+median within the rounds' noise: 12.1x and 12.2x against 12.7x and 11.5x).
+
 Uses a database of its own (the DATABASE_URL's name + "_bench"), created and migrated.
 """
 
@@ -198,7 +204,13 @@ def main() -> int:
     parser.add_argument("-n", "--runs", type=int, default=60)
     parser.add_argument("--concurrent", type=int, default=200)
     parser.add_argument("--model-delay", type=float, default=0.2)
-    parser.add_argument("--workers", type=int, default=2, help="worker processes")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        help="this many worker processes at log level INFO and no beat (the shape this "
+        "bench had until issue 30's fifth stop); default: the stack as make run starts "
+        "it (agentweb.devstack.stack_argv: one worker, beat, log level WARNING)",
+    )
     parser.add_argument("--threads", type=int, default=8, help="threads per worker")
     parser.add_argument("--json", metavar="PATH")
     parser.add_argument(
@@ -262,10 +274,30 @@ def main() -> int:
     procs = []
     results: dict[str, Any] = {}
     try:
-        web, url = start_web(env, tmp)
-        procs.append(web)
-        for i in range(args.workers):
-            procs.append(start_worker(env, tmp, f"bench{i}", concurrency=args.threads))
+        if args.workers is None:  # as make run starts it, as bench_burst does
+            from agentweb.devstack import stack_argv
+            from tests.bench.bench_burst import _wait_for_web
+            from tests.conftest import Proc, free_port
+
+            port = free_port()
+            env["AGENTWEB_WORKER_CONCURRENCY"] = str(args.threads)
+            argv = stack_argv(env, port, str(tmp / "beat-schedule"))
+            web = Proc("web", argv["web"], env, tmp / "web.log")
+            procs += [web, *(Proc(n, argv[n], env, tmp / f"{n}.log") for n in ("worker", "beat"))]
+            url = f"http://127.0.0.1:{port}"
+            _wait_for_web(url, web)
+        else:
+            web, url = start_web(env, tmp)
+            procs.append(web)
+            for i in range(args.workers):
+                procs.append(start_worker(env, tmp, f"bench{i}", concurrency=args.threads))
+        shape = (
+            f"{args.workers} worker processes x {args.threads} threads (INFO), no beat"
+            if args.workers is not None
+            else f"as make run starts it: web, one worker x {args.threads} threads, beat"
+        )
+        print(f"stack: {shape}", flush=True)
+        results["stack"] = shape
         client = httpx.Client(
             base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=30
         )
@@ -303,9 +335,9 @@ def main() -> int:
             if i >= 5:
                 ids.append(run["id"])
                 orders[run["id"]] = order
-        cpu = {"web": 0.0, "workers": 0.0}
+        cpu = {"web": 0.0, "workers": 0.0, "beat": 0.0}
         for proc, before in ticks.items():
-            kind = "web" if proc is web else "workers"
+            kind = "web" if proc is web else "beat" if proc.name == "beat" else "workers"
             cpu[kind] += ((cpu_ticks(proc.proc.pid) or before) - before) * TICK_MS / len(ids)
         cpu["postgres"] = sampler.stop()[0] / len(ids)
         cpu["bench"] = (time.process_time() - bench_cpu) * 1000 / len(ids)
@@ -358,7 +390,8 @@ def main() -> int:
         )
         print(
             "  CPU ms per run meanwhile (all of it, each run's POST and polling included): "
-            f"web {cpu['web']:.1f}, workers {cpu['workers']:.1f}, PostgreSQL {cpu['postgres']:.1f} "
+            f"web {cpu['web']:.1f}, workers {cpu['workers']:.1f}, beat {cpu['beat']:.1f}, "
+            f"PostgreSQL {cpu['postgres']:.1f} "
             f"(the stack's backends), this process {cpu['bench']:.1f} (fake model, client, polling)"
         )
         print(f"  checks: {results['sequential']['problems']}")
