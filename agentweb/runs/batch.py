@@ -86,10 +86,7 @@ class Batch:
             return
         with connection.cursor() as cursor:
             if len(statements) > 1 and isinstance(cursor.cursor, psycopg.ClientCursor):
-                cursor.execute(
-                    "; ".join(sql for sql, _ in statements),
-                    [p for _, params in statements for p in params],
-                )
+                cursor.execute(_bound(cursor.cursor, statements))
                 return
             for sql, params in statements:
                 cursor.execute(sql, params)
@@ -119,13 +116,19 @@ class Batch:
             statements, self._statements = self._statements, []
             raw.autocommit = True  # no BEGIN first: the string is its own transaction
             try:
-                cursor.execute(
-                    "; ".join(sql for sql, _ in statements),
-                    [p for _, params in statements for p in params],
-                )
+                cursor.execute(_bound(cursor.cursor, statements))
             finally:
                 raw.autocommit = False  # idle again, committed or rolled back
         return True
+
+
+def _bound(cursor: psycopg.ClientCursor[Any], statements: list[tuple[str, list[Any]]]) -> str:
+    """The statements as one string, each with its parameters bound as the cursor binds
+    them, to execute without parameters. Bound one by one: psycopg keeps the parsed form
+    of a short statement with few parameters (each of ours), while the parameters of the
+    whole string, one long statement, were parsed again on every step (about 1 ms of CPU
+    time for a step that stores three before it)."""
+    return "; ".join(cursor.mogrify(sql, params) for sql, params in statements)
 
 
 @functools.cache
