@@ -32,6 +32,7 @@ from agentweb.runtime import BudgetExceeded, LoopState
 from agentweb.teams.models import Team
 
 SCOPES = ("run_cost", "run_tokens", "profile_daily_cost", "team_daily_cost")
+_PER_RUN = ("max_cost_usd_per_run", "max_tokens_per_run")
 #: The limits (profiles', teams') are read again after this many seconds of a run.
 LIMITS_TTL_SECONDS = 5.0
 
@@ -112,6 +113,22 @@ class Check:
             ).values_list("pk", "name", "daily_cost_usd")
         self._teams = {pk: (name, limit) for pk, name, limit in rows if limit is not None}
         self._limits_at, self._looked = now, True
+
+    def limited(self) -> bool:
+        """Whether any budget applies to this run (its limits as last read, again after
+        ``LIMITS_TTL_SECONDS``): the engine stores a run's quick steps together only when
+        none does, so that each check sees every call made so far (engine._may_wait)."""
+        self._limits()
+        if self._teams:
+            return True
+        for run in self.chain:
+            budget = self._profiles.get(run.agent_id, ("?", {}))[1]
+            if any(budget.get(k) is not None for k in _PER_RUN):
+                return True
+        return any(
+            self._profiles.get(pk, ("?", {}))[1].get("daily_cost_usd") is not None
+            for pk in ledger.owners(self.run).profiles
+        )
 
     def exceeded(self) -> BudgetExceeded | None:
         self._limits()

@@ -5,6 +5,12 @@ works. Each runtime step is persisted (events, loop state, usage) in one transac
 that also checks the lease is still ours; events are published after commit. When the
 runtime needs a human the run becomes ``waiting_approval`` and this returns: nothing
 here waits for a person.
+
+A step that only read, quickly, may wait for the next one and be stored with it, in its
+transaction (``_may_wait``): its reads changed nothing, so a worker that dies first
+leaves nothing behind but a model call and reads to do again. The steps of a fast model
+then cost one transaction instead of one each; a step whose model took longer than
+``STEP_WAIT_BELOW_MS`` (every call of a real provider) is stored at once.
 """
 
 from __future__ import annotations
@@ -341,11 +347,12 @@ def _drive(run: Run, owner: str, held: _Held) -> str:
             ]
             if events:
                 _persist(run, owner, state, events, None, journal)
+    waiting: list[_Waiting] = []  # steps done but not stored yet (_may_wait)
     while True:
         if held.lost.is_set():
             raise LeaseLost
         if run.cancel_requested:  # read under the row lock by the previous _persist
-            return _persist(run, owner, state, [], Cancelled(), journal)
+            return _persist(run, owner, state, [], Cancelled(), journal, earlier=waiting)
         deltas = _DeltaPublisher(run.pk) if agent.config.stream else None
         dbpool.give_back()  # the step waits on the model or on tool calls
         step = agent.step(state, on_delta=deltas, tool_context=context, cancel=held.cancel.is_set)
@@ -355,11 +362,81 @@ def _drive(run: Run, owner: str, held: _Held) -> str:
         calls = [c["name"] for e in replies for c in e.tool_calls]
         if replies:
             crash_point("reply_received", calls)
-        status = _persist(run, owner, state, step.events, outcome, journal, step_ended_ns=ended_ns)
+        if _may_wait(agent, state, step.events, outcome, journal, waiting):
+            waiting.append(_Waiting(_priced(run, step.events), ended_ns, calls))
+            continue
+        status = _persist(
+            run,
+            owner,
+            state,
+            step.events,
+            outcome,
+            journal,
+            step_ended_ns=ended_ns,
+            earlier=waiting,
+        )
+        calls = [name for part in waiting for name in part.calls] + calls
+        waiting = []
         if calls:
             crash_point("reply_stored", calls)
         if outcome is not None:
             return status
+
+
+class _Waiting(NamedTuple):
+    """A step done but not stored yet: its events (priced), when it ended, the tools its
+    replies called."""
+
+    events: list[ev.Event]
+    ended_ns: int
+    calls: list[str]
+
+
+#: A step waits to be stored with the next one only when its model answered within this
+#: many milliseconds (a real provider takes longer: its steps are stored at once) ...
+STEP_WAIT_BELOW_MS = 50.0
+#: ... and at most this many steps wait, for at most this long after the first one ended,
+#: so a person watching a fast run sees it move at least this often.
+STEP_WAIT_MAX_STEPS = 4
+STEP_WAIT_MAX_MS = 100.0
+#: The events a step that waits may hold: a reply, its quick reads, the context it saw.
+_MAY_WAIT = (ev.RunStarted, ev.ModelCalled, ev.ToolCallStarted, ev.ToolCallFinished)
+
+
+def _may_wait(
+    agent: Any,
+    state: LoopState,
+    events: list[ev.Event],
+    outcome: Any,
+    journal: DbJournal,
+    waiting: list[_Waiting],
+) -> bool:
+    """Whether a step may be stored with the next one instead of now: the run goes on,
+    nothing is planned for the next step (a call that is not a quick read is run only
+    after the reply that asked for it is stored), its calls were quick reads whose
+    records are written with a step anyway (``DbJournal``: no record of their own), its
+    model answered quickly, no budget applies to the run (each check before a model call
+    must see every call made: ``budgets.check``), and not too many steps wait already.
+    ``AGENTWEB_SYNC_STEPS`` stores every step at once."""
+    if outcome is not None or state.turn is not None or settings.AGENTWEB_SYNC_STEPS:
+        return False
+    if len(waiting) >= STEP_WAIT_MAX_STEPS:
+        return False
+    if waiting and (time.time_ns() - waiting[0].ended_ns) / 1e6 >= STEP_WAIT_MAX_MS:
+        return False
+    replies = [e for e in events if isinstance(e, ev.ModelCalled)]
+    if not replies or any(r.latency_ms >= STEP_WAIT_BELOW_MS for r in replies):
+        return False
+    if not all(type(e) in _MAY_WAIT for e in events):
+        return False
+    deferred = journal.deferred()
+    if any(e.call_id not in deferred for e in events if isinstance(e, ev.ToolCallFinished)):
+        return False
+    budget = agent.budget
+    if budget is None:
+        return True
+    limited = getattr(budget, "limited", None)
+    return callable(limited) and not limited()
 
 
 def _tell_what_earlier_runs_did(run: Run, state: LoopState) -> None:
@@ -455,6 +532,16 @@ def _decisions_for(run: Run, state: LoopState) -> list[Decision]:
     return decisions
 
 
+def _priced(run: Run, events: Iterable[ev.Event]) -> list[ev.Event]:
+    """The events, each model call's with what it cost."""
+    return [
+        dataclasses.replace(e, cost_usd=cost_usd(str(e.model or run.model), e.tokens or {}))
+        if isinstance(e, ev.ModelCalled)
+        else e
+        for e in events
+    ]
+
+
 def _persist(
     run: Run,
     owner: str,
@@ -463,9 +550,11 @@ def _persist(
     outcome: Any,
     journal: DbJournal,
     step_ended_ns: int | None = None,
+    earlier: list[_Waiting] | tuple[()] = (),
 ) -> str:
-    """Store one step: events, loop state, usage and the outcome, if ours still. A model
-    call's event is stored with what it cost.
+    """Store one step: events, loop state, usage and the outcome, if ours still, after
+    the ``earlier`` steps that waited for it (``_may_wait``), in the same transaction. A
+    model call's event is stored with what it cost.
 
     The run's row is not read first when the worker knows what is in it (``last_seq``
     and usage, as its claim read them or its last step wrote them): the step's writes
@@ -474,23 +563,18 @@ def _persist(
     step's own writes, as with the read; one round trip fewer. When the guard fails
     (another writer's events, a cancel request, a lost lease) the step is stored the
     usual way, which reads the row and says why. A cancellation is always stored so."""
-    events = [
-        dataclasses.replace(e, cost_usd=cost_usd(str(e.model or run.model), e.tokens or {}))
-        if isinstance(e, ev.ModelCalled)
-        else e
-        for e in events
-    ]
+    events = _priced(run, events)
     known: _Written | None = run.__dict__.pop(_WRITTEN, None)
     if known is not None and not isinstance(outcome, Cancelled):
         deferred = journal.deferred()
         try:
             # A copy: opening approvals adds their events to the list it is given.
             return _store_step(
-                run, owner, state, list(events), outcome, journal, step_ended_ns, known
+                run, owner, state, list(events), outcome, journal, step_ended_ns, known, earlier
             )
         except _NotAsWritten:
             journal.defer_again(deferred)  # the rolled-back step's reads are stored now
-    return _store_step(run, owner, state, events, outcome, journal, step_ended_ns, None)
+    return _store_step(run, owner, state, events, outcome, journal, step_ended_ns, None, earlier)
 
 
 class _Written(NamedTuple):
@@ -527,6 +611,7 @@ def _store_step(
     journal: DbJournal,
     step_ended_ns: int | None,
     known: _Written | None,
+    earlier: list[_Waiting] | tuple[()] = (),
 ) -> str:
     with transaction.atomic():
         quick = outcome is None and not settings.AGENTWEB_SYNC_STEPS
@@ -564,9 +649,10 @@ def _store_step(
             # running does not touch the indexed lease column, so PostgreSQL can update
             # the row in place (a HOT update: no new entry in each of runs_run's indexes).
             update["lease_expires_at"] = timezone.now() + lifecycle.lease()
-        if any(isinstance(e, ev.ModelCalled) for e in events):
-            update["usage"] = add_usage(usage_before, events)
-        finished = [e.tool for e in events if isinstance(e, ev.ToolCallFinished)]
+        every = [e for part in earlier for e in part.events] + events
+        if any(isinstance(e, ev.ModelCalled) for e in every):
+            update["usage"] = add_usage(usage_before, every)
+        finished = [e.tool for e in every if isinstance(e, ev.ToolCallFinished)]
         # A step in the middle of a run writes nothing but its batch: the batch is its
         # transaction (no BEGIN and COMMIT round trips of their own). Its crash point
         # then comes before the batch: dying there loses the step, as it did after it.
@@ -579,6 +665,10 @@ def _store_step(
             # cancellation is told once, by the life cycle as it closes the run.
             kept = [e.to_json() for e in events if not isinstance(e, ev.RunCancelled)]
             batch.send()
+            for part in earlier:
+                store.append_events(
+                    run, [e.to_json() for e in part.events], step_ended_ns=part.ended_ns
+                )
             store.append_events(run, kept, step_ended_ns=step_ended_ns)
             Run.objects.filter(pk=run.pk).update(**update)
             lifecycle.finish_cancelled(run, by="request")
@@ -587,6 +677,16 @@ def _store_step(
             _set(run, update)
             # A step that leaves the run running does not tell the lists its status again.
             changed = run.status != Run.Status.RUNNING
+            for part in earlier:  # each its own batch for the hooks (its spans end with it)
+                store.append_events(
+                    run,
+                    [e.to_json() for e in part.events],
+                    save_seq=False,
+                    status_changed=False,
+                    step_ended_ns=part.ended_ns,
+                    batch=batch,
+                    tell=False,  # the step's own events below tell the last seq
+                )
             store.append_events(
                 run,
                 [e.to_json() for e in events],

@@ -55,6 +55,7 @@ def append_events(
     status_changed: bool = True,
     step_ended_ns: int | None = None,
     batch: Batch | None = None,
+    tell: bool = True,
 ) -> list[RunEvent]:
     """Store events with the next seqs of ``run``. Call inside a transaction that holds
     the run's row lock (``select_for_update``), so seqs never collide. Publishes on commit
@@ -63,7 +64,8 @@ def append_events(
     ``step_ended_ns``: when the runtime returned the step these events are of (its
     spans end there; default: now). With a ``batch`` the INSERT joins it (sent by the
     caller, in the same transaction, before anything reads the events back) and the rows
-    get no primary key."""
+    get no primary key. ``tell=False``: nothing is published for these events (the caller
+    stores more of the run's events in this transaction, and those tell the last seq)."""
     rows = []
     seq = run.last_seq
     for event in events:
@@ -78,7 +80,8 @@ def append_events(
     run.last_seq = seq
     if save_seq:
         Run.objects.filter(pk=run.pk).update(last_seq=seq)
-    publish.run_changed_on_commit(run.pk, seq, run.status if status_changed else None)
+    if tell:
+        publish.run_changed_on_commit(run.pk, seq, run.status if status_changed else None)
     token = _batch.set(batch)
     try:
         for hook in _stored_hooks:

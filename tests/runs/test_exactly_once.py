@@ -182,7 +182,10 @@ def test_a_quick_read_runs_with_its_reply_and_a_crash_costs_only_the_read_again(
     the reply, the call and its result are stored by one transaction. A worker that dies
     before that commits leaves nothing: the recovered run asks the model again and reads
     again (a read changes nothing); one that dies after it does neither again. Either way
-    one execution record, contiguous seqs, the events of one reply and one read."""
+    one execution record, contiguous seqs, the events of one reply and one read. (Every
+    step is stored at once here; test_step_waiting has the same crashes with quick steps
+    stored together.)"""
+    monkeypatch.setattr(engine, "STEP_WAIT_BELOW_MS", 0.0)
     monkeypatch.setattr(sample_tools.lookup, "read_only", True)
     monkeypatch.setattr(sample_tools.lookup, "_last_ms", 0.5)
     first = after_results(lambda: call("lookup", order_id="A1"))
