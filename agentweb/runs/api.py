@@ -157,8 +157,8 @@ def runs(request: HttpRequest) -> HttpResponse:
             ticket_id=start.ticket,
             mode=start.mode,
         )
-        run = Run.objects.select_related("agent", "created_by").get(pk=run.pk)
-        # Created in this request: no child, approval or tool call of it to look up yet.
+        # The run as created, its profile and starter already on it; created in this
+        # request: no child, approval or tool call of it to look up yet.
         return JsonResponse(run.as_json([], []), status=201)
     query = ListRuns.parse(request.GET)
     qs = Run.objects.visible_to(request.user)
