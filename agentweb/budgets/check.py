@@ -26,7 +26,7 @@ from django.db.models import Q
 
 from agentweb.budgets import ledger
 from agentweb.budgets.models import DailySpend
-from agentweb.runs.loading import CompiledRows
+from agentweb.runs.loading import CLAIMED_PROFILE, CompiledRows
 from agentweb.runs.models import AgentProfile, Run
 from agentweb.runtime import BudgetExceeded, LoopState
 from agentweb.teams.models import Team
@@ -97,7 +97,10 @@ class Check:
             return
         ids = {r.agent_id for r in self.chain}
         found: Iterable[tuple[Any, ...]]
-        if len(ids) == 1:  # a top run, or a sub-run of its own top run's profile
+        claimed = None if self._looked else self.run.__dict__.get(CLAIMED_PROFILE)
+        if claimed is not None and {claimed[0]} == ids:  # as the worker's claim read it
+            found = [claimed]
+        elif len(ids) == 1:  # a top run, or a sub-run of its own top run's profile
             found = _PROFILE_BUDGET.rows(*ids)
         else:
             found = AgentProfile.objects.filter(pk__in=ids).values_list("pk", "name", "budget")
@@ -117,7 +120,7 @@ class Check:
     def limited(self) -> bool:
         """Whether any budget applies to this run (its limits as last read, again after
         ``LIMITS_TTL_SECONDS``): the engine stores a run's quick steps together only when
-        none does, so that each check sees every call made so far (engine._may_wait)."""
+        none does, so that each check sees every call made so far (runs.waiting)."""
         self._limits()
         if self._teams:
             return True

@@ -7,10 +7,8 @@ runtime needs a human the run becomes ``waiting_approval`` and this returns: not
 here waits for a person.
 
 A step that only read, quickly, may wait for the next one and be stored with it, in its
-transaction (``_may_wait``): its reads changed nothing, so a worker that dies first
-leaves nothing behind but a model call and reads to do again. The steps of a fast model
-then cost one transaction instead of one each; a step whose model took longer than
-``STEP_WAIT_BELOW_MS`` (every call of a real provider) is stored at once.
+transaction (``runs.waiting``): its reads changed nothing, so a worker that dies first
+leaves nothing behind but a model call and reads to do again.
 """
 
 from __future__ import annotations
@@ -33,13 +31,14 @@ from django.db import DatabaseError, connection, models, transaction
 from django.utils import timezone
 
 from agentweb import dbpool
-from agentweb.runs import delegation, forks, lifecycle, publish, store, versions
+from agentweb.runs import delegation, forks, lifecycle, loading, publish, store, versions
 from agentweb.runs.batch import Batch
 from agentweb.runs.faults import crash_point
 from agentweb.runs.journal import DbJournal
 from agentweb.runs.models import Approval, Run, ToolExecution, arguments_hash
 from agentweb.runs.pricing import cost_usd
 from agentweb.runs.toolset import registry, risk_of
+from agentweb.runs.waiting import Waiting, may_wait
 from agentweb.runs.wiring import build_agent, run_context
 from agentweb.runtime import events as ev
 from agentweb.runtime.messages import SystemMessage
@@ -319,6 +318,9 @@ def journal_for(run: Run) -> DbJournal:
 
 
 def _drive(run: Run, owner: str, held: _Held) -> str:
+    # The budget check's first look: the profile's own budget, as the claim just read it.
+    live = run.agent
+    run.__dict__[loading.CLAIMED_PROFILE] = (live.pk, live.name, live.budget)
     # The run runs the profile version it started with, whatever was saved since.
     run.agent = versions.profile_for_run(run.agent, run.agent_version)
     journal = journal_for(run)
@@ -347,7 +349,7 @@ def _drive(run: Run, owner: str, held: _Held) -> str:
             ]
             if events:
                 _persist(run, owner, state, events, None, journal)
-    waiting: list[_Waiting] = []  # steps done but not stored yet (_may_wait)
+    waiting: list[Waiting] = []  # steps done but not stored yet (runs.waiting)
     while True:
         if held.lost.is_set():
             raise LeaseLost
@@ -362,8 +364,8 @@ def _drive(run: Run, owner: str, held: _Held) -> str:
         calls = [c["name"] for e in replies for c in e.tool_calls]
         if replies:
             crash_point("reply_received", calls)
-        if _may_wait(agent, state, step.events, outcome, journal, waiting):
-            waiting.append(_Waiting(_priced(run, step.events), ended_ns, calls))
+        if may_wait(agent, state, step.events, outcome, journal, waiting):
+            waiting.append(Waiting(_priced(run, step.events), ended_ns, calls))
             continue
         status = _persist(
             run,
@@ -381,62 +383,6 @@ def _drive(run: Run, owner: str, held: _Held) -> str:
             crash_point("reply_stored", calls)
         if outcome is not None:
             return status
-
-
-class _Waiting(NamedTuple):
-    """A step done but not stored yet: its events (priced), when it ended, the tools its
-    replies called."""
-
-    events: list[ev.Event]
-    ended_ns: int
-    calls: list[str]
-
-
-#: A step waits to be stored with the next one only when its model answered within this
-#: many milliseconds (a real provider takes longer: its steps are stored at once) ...
-STEP_WAIT_BELOW_MS = 50.0
-#: ... and at most this many steps wait, for at most this long after the first one ended,
-#: so a person watching a fast run sees it move at least this often.
-STEP_WAIT_MAX_STEPS = 4
-STEP_WAIT_MAX_MS = 100.0
-#: The events a step that waits may hold: a reply, its quick reads, the context it saw.
-_MAY_WAIT = (ev.RunStarted, ev.ModelCalled, ev.ToolCallStarted, ev.ToolCallFinished)
-
-
-def _may_wait(
-    agent: Any,
-    state: LoopState,
-    events: list[ev.Event],
-    outcome: Any,
-    journal: DbJournal,
-    waiting: list[_Waiting],
-) -> bool:
-    """Whether a step may be stored with the next one instead of now: the run goes on,
-    nothing is planned for the next step (a call that is not a quick read is run only
-    after the reply that asked for it is stored), its calls were quick reads whose
-    records are written with a step anyway (``DbJournal``: no record of their own), its
-    model answered quickly, no budget applies to the run (each check before a model call
-    must see every call made: ``budgets.check``), and not too many steps wait already.
-    ``AGENTWEB_SYNC_STEPS`` stores every step at once."""
-    if outcome is not None or state.turn is not None or settings.AGENTWEB_SYNC_STEPS:
-        return False
-    if len(waiting) >= STEP_WAIT_MAX_STEPS:
-        return False
-    if waiting and (time.time_ns() - waiting[0].ended_ns) / 1e6 >= STEP_WAIT_MAX_MS:
-        return False
-    replies = [e for e in events if isinstance(e, ev.ModelCalled)]
-    if not replies or any(r.latency_ms >= STEP_WAIT_BELOW_MS for r in replies):
-        return False
-    if not all(type(e) in _MAY_WAIT for e in events):
-        return False
-    deferred = journal.deferred()
-    if any(e.call_id not in deferred for e in events if isinstance(e, ev.ToolCallFinished)):
-        return False
-    budget = agent.budget
-    if budget is None:
-        return True
-    limited = getattr(budget, "limited", None)
-    return callable(limited) and not limited()
 
 
 def _tell_what_earlier_runs_did(run: Run, state: LoopState) -> None:
@@ -550,10 +496,10 @@ def _persist(
     outcome: Any,
     journal: DbJournal,
     step_ended_ns: int | None = None,
-    earlier: list[_Waiting] | tuple[()] = (),
+    earlier: list[Waiting] | tuple[()] = (),
 ) -> str:
     """Store one step: events, loop state, usage and the outcome, if ours still, after
-    the ``earlier`` steps that waited for it (``_may_wait``), in the same transaction. A
+    the ``earlier`` steps that waited for it (``runs.waiting``), in the same transaction. A
     model call's event is stored with what it cost.
 
     The run's row is not read first when the worker knows what is in it (``last_seq``
@@ -611,7 +557,7 @@ def _store_step(
     journal: DbJournal,
     step_ended_ns: int | None,
     known: _Written | None,
-    earlier: list[_Waiting] | tuple[()] = (),
+    earlier: list[Waiting] | tuple[()] = (),
 ) -> str:
     with transaction.atomic():
         quick = outcome is None and not settings.AGENTWEB_SYNC_STEPS

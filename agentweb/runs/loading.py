@@ -23,6 +23,10 @@ from django.db.models.query import get_related_populators  # type: ignore[attr-d
 from agentweb.runs.models import Run
 
 RELATED = ("agent", "created_by", "ticket")
+#: On a run its worker claimed: ``(profile id, name, budget)`` of its profile's own row as
+#: the claim read it (the run may run an older version of the profile), which the budget
+#: check's first look takes instead of reading it again.
+CLAIMED_PROFILE = "_agentweb_claimed_profile"
 _ANY_RUN = -7_000_000_003  # stands for the run's id while the query is compiled
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from agentweb.runs import actions, engine, faults
+from agentweb.runs import actions, engine, faults, waiting
 from agentweb.runs.models import Approval, Run, RunEvent, ToolExecution
 from agentweb.runtime.messages import Message, ToolMessage
 from agentweb.runtime.testing import ScriptedModel, call
@@ -185,7 +185,7 @@ def test_a_quick_read_runs_with_its_reply_and_a_crash_costs_only_the_read_again(
     one execution record, contiguous seqs, the events of one reply and one read. (Every
     step is stored at once here; test_step_waiting has the same crashes with quick steps
     stored together.)"""
-    monkeypatch.setattr(engine, "STEP_WAIT_BELOW_MS", 0.0)
+    monkeypatch.setattr(waiting, "STEP_WAIT_BELOW_MS", 0.0)
     monkeypatch.setattr(sample_tools.lookup, "read_only", True)
     monkeypatch.setattr(sample_tools.lookup, "_last_ms", 0.5)
     first = after_results(lambda: call("lookup", order_id="A1"))

@@ -1,4 +1,4 @@
-"""Quick steps wait for the next one and are stored with it (engine._may_wait).
+"""Quick steps wait for the next one and are stored with it (runs.waiting).
 
 A step whose calls were all quick reads and whose model answered within
 ``STEP_WAIT_BELOW_MS`` is not stored on its own: the next stored step writes it first, in
@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
-from agentweb.runs import actions, engine, faults
+from agentweb.runs import actions, engine, faults, waiting
 from agentweb.runs.models import AgentProfile, Run, RunEvent, ToolExecution
 from agentweb.runtime.messages import Message, ToolMessage
 from agentweb.runtime.testing import call
@@ -96,7 +96,7 @@ def test_quick_read_steps_are_stored_with_the_answer_in_one_transaction(
 def test_a_slow_model_has_every_step_stored_at_once(
     people, scripted, enqueued, quick_lookup, monkeypatch
 ) -> None:
-    monkeypatch.setattr(engine, "STEP_WAIT_BELOW_MS", 20.0)
+    monkeypatch.setattr(waiting, "STEP_WAIT_BELOW_MS", 20.0)
     scripted.enqueue(*[reads_then_answer(READS[:2], pause=0.03)] * 3)  # 30 ms per reply
     run = actions.do_create_run(user=people["operator"], task="Where are A1 and A2?")
     assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
@@ -106,7 +106,7 @@ def test_a_slow_model_has_every_step_stored_at_once(
 def test_no_more_than_the_cap_of_steps_wait(people, scripted, enqueued, quick_lookup) -> None:
     """Six quick steps: four wait, the fifth is stored with them, the sixth waits for the
     answer (STEP_WAIT_MAX_STEPS = 4)."""
-    assert engine.STEP_WAIT_MAX_STEPS == 4
+    assert waiting.STEP_WAIT_MAX_STEPS == 4
     scripted.enqueue(*[reads_then_answer(READS)] * 7)
     run = actions.do_create_run(user=people["operator"], task="Where are A1 to A6?")
     assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
@@ -122,7 +122,7 @@ def test_steps_wait_no_longer_than_the_time_cap(
 ) -> None:
     """With a time cap shorter than one reply, a step that waits is stored with the next
     one, never two steps later."""
-    monkeypatch.setattr(engine, "STEP_WAIT_MAX_MS", 5.0)
+    monkeypatch.setattr(waiting, "STEP_WAIT_MAX_MS", 5.0)
     scripted.enqueue(*[reads_then_answer(READS[:4], pause=0.01)] * 5)
     run = actions.do_create_run(user=people["operator"], task="Where are A1 to A4?")
     assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
