@@ -611,11 +611,8 @@ def _store_step(
             # cancellation is told once, by the life cycle as it closes the run.
             kept = [e.to_json() for e in events if not isinstance(e, ev.RunCancelled)]
             batch.send()
-            for part in earlier:
-                store.append_events(
-                    run, [e.to_json() for e in part.events], step_ended_ns=part.ended_ns
-                )
-            store.append_events(run, kept, step_ended_ns=step_ended_ns)
+            waited = _append_waited(run, earlier, None)
+            store.append_events(run, kept, step_ended_ns=step_ended_ns, earlier=waited)
             Run.objects.filter(pk=run.pk).update(**update)
             lifecycle.finish_cancelled(run, by="request")
         else:
@@ -623,16 +620,7 @@ def _store_step(
             _set(run, update)
             # A step that leaves the run running does not tell the lists its status again.
             changed = run.status != Run.Status.RUNNING
-            for part in earlier:  # each its own batch for the hooks (its spans end with it)
-                store.append_events(
-                    run,
-                    [e.to_json() for e in part.events],
-                    save_seq=False,
-                    status_changed=False,
-                    step_ended_ns=part.ended_ns,
-                    batch=batch,
-                    tell=False,  # the step's own events below tell the last seq
-                )
+            waited = _append_waited(run, earlier, batch)
             store.append_events(
                 run,
                 [e.to_json() for e in events],
@@ -640,6 +628,7 @@ def _store_step(
                 status_changed=changed,
                 step_ended_ns=step_ended_ns,
                 batch=batch,
+                earlier=waited,
             )
             batch.update(Run, run.pk, {"last_seq": run.last_seq, **update})
             try:
@@ -656,6 +645,24 @@ def _store_step(
     if run.status == Run.Status.RUNNING:
         run.__dict__[_WRITTEN] = _Written(run.last_seq, update.get("usage", usage_before))
     return run.status
+
+
+def _append_waited(run: Run, earlier: list[Waiting] | tuple[()], batch: Batch | None) -> list[Any]:
+    """Append the events of the steps that waited, each step on its own (its spans end
+    when it ended), telling nothing: the step's own append after them tells the last seq
+    and gives the hooks all of the transaction's events at once. Their rows."""
+    rows: list[Any] = []
+    for part in earlier:
+        rows += store.append_events(
+            run,
+            [e.to_json() for e in part.events],
+            save_seq=batch is None,
+            status_changed=False,
+            step_ended_ns=part.ended_ns,
+            batch=batch,
+            tell=False,
+        )
+    return rows
 
 
 def add_usage(current: Mapping[str, Any], events: Iterable[ev.Event]) -> dict[str, Any]:

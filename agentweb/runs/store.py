@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -56,6 +56,7 @@ def append_events(
     step_ended_ns: int | None = None,
     batch: Batch | None = None,
     tell: bool = True,
+    earlier: Sequence[RunEvent] | None = None,
 ) -> list[RunEvent]:
     """Store events with the next seqs of ``run``. Call inside a transaction that holds
     the run's row lock (``select_for_update``), so seqs never collide. Publishes on commit
@@ -65,29 +66,34 @@ def append_events(
     spans end there; default: now). With a ``batch`` the INSERT joins it (sent by the
     caller, in the same transaction, before anything reads the events back) and the rows
     get no primary key. ``tell=False``: nothing is published for these events (the caller
-    stores more of the run's events in this transaction, and those tell the last seq)."""
+    stores more of the run's events in this transaction, and those tell the last seq).
+    ``earlier``: the rows of this transaction's earlier appends made with ``tell=False``,
+    which the ``on_events_stored`` hooks see here, before these (one hook call for the
+    whole transaction: the budgets' ledger then adds its calls in one statement)."""
     rows = []
     seq = run.last_seq
     for event in events:
         seq += 1
         rows.append(RunEvent(run=run, seq=seq, type=event["type"], data=event.get("data") or {}))
-    if not rows:
+    stored = [*(earlier or ()), *rows]  # what this transaction stored, when it tells
+    if not (rows or (tell and stored)):
         return []
-    if batch is None:
-        _insert_events(rows)
-    else:
-        batch.add(*_events_insert(rows, returning=False))
-    run.last_seq = seq
-    if save_seq:
-        Run.objects.filter(pk=run.pk).update(last_seq=seq)
-    if tell:
+    if rows:
+        if batch is None:
+            _insert_events(rows)
+        else:
+            batch.add(*_events_insert(rows, returning=False))
+        run.last_seq = seq
+        if save_seq:
+            Run.objects.filter(pk=run.pk).update(last_seq=seq)
+    if tell:  # the last append of its transaction: one wake-up, one call of each hook
         publish.run_changed_on_commit(run.pk, seq, run.status if status_changed else None)
-    token = _batch.set(batch)
-    try:
-        for hook in _stored_hooks:
-            hook(run, rows)
-    finally:
-        _batch.reset(token)
+        token = _batch.set(batch)
+        try:
+            for hook in _stored_hooks:
+                hook(run, stored)
+        finally:
+            _batch.reset(token)
     if hooks.wants(r.type for r in rows):  # spans and metrics, after commit
         step = _stored_step(run, rows, step_ended_ns)
         transaction.on_commit(functools.partial(hooks.step_stored, step))

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from django.db import connection
 
+from agentweb.budgets.models import DailySpend
 from agentweb.runs import actions, engine, faults, waiting
 from agentweb.runs.models import AgentProfile, Run, RunEvent, ToolExecution
 from agentweb.runtime.messages import Message, ToolMessage
@@ -91,6 +92,12 @@ def test_quick_read_steps_are_stored_with_the_answer_in_one_transaction(
     recorded = ToolExecution.objects.filter(run=run).values_list("arguments", flat=True)
     assert sorted(recorded, key=str) == [{"order_id": o} for o in READS[:3]]
     assert run.state is not None and run.state["status"] == "finished"
+    # the budgets' ledger saw the four calls once each (one hook call for the transaction)
+    spent = DailySpend.objects.get(kind="profile", ref=run.agent_id)
+    assert (spent.model_calls, spent.tokens) == (
+        4,
+        run.usage["input_tokens"] + run.usage["output_tokens"],
+    )
 
 
 def test_a_slow_model_has_every_step_stored_at_once(
@@ -195,3 +202,30 @@ def test_a_worker_that_dies_with_steps_waiting_costs_only_their_reads_again(
     assert transactions(run) == [["run_started", *STEP * 2, "model_called", "run_finished"]]
     assert seqs(run) == list(range(1, 10))
     assert ToolExecution.objects.filter(run=run).count() == 2
+
+
+def test_a_cancel_stores_the_steps_that_waited_with_the_cancellation(
+    people, scripted, enqueued, quick_lookup
+) -> None:
+    """Two quick steps wait; during the third model call a person cancels (the lease
+    keeper sees it within its poll): the reply that came in, the steps that waited and
+    the cancellation are stored by one transaction, and the run ends cancelled."""
+    run_ids: list[int] = []
+
+    def reply(messages: Sequence[Message], tools: Any) -> Any:
+        done = sum(1 for m in messages if isinstance(m, ToolMessage))
+        if done < 2:
+            return call("lookup", order_id=READS[done])
+        actions.do_request_cancel(Run.objects.get(pk=run_ids[0]), people["operator"])
+        time.sleep(engine.CANCEL_POLL_SECONDS + 0.3)  # the keeper's poll notices it
+        return "Done."
+
+    scripted.enqueue(*[reply] * 3)
+    run = actions.do_create_run(user=people["operator"], task="Where are A1 and A2?")
+    run_ids.append(run.pk)
+    assert engine.execute_run(run.pk) == Run.Status.CANCELLED
+    assert transactions(run) == [["run_started", *STEP * 2, "model_called", "run_cancelled"]]
+    assert seqs(run) == list(range(1, 10))
+    assert ToolExecution.objects.filter(run=run).count() == 2
+    spent = DailySpend.objects.get(kind="profile", ref=run.agent_id)
+    assert spent.model_calls == 3
