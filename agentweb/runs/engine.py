@@ -35,7 +35,7 @@ from agentweb.runs import delegation, forks, lifecycle, loading, publish, store,
 from agentweb.runs.batch import Batch
 from agentweb.runs.faults import crash_point
 from agentweb.runs.journal import DbJournal
-from agentweb.runs.models import Approval, Run, ToolExecution, arguments_hash
+from agentweb.runs.models import Approval, Run, RunEvent, ToolExecution, arguments_hash
 from agentweb.runs.pricing import cost_usd
 from agentweb.runs.toolset import registry, risk_of
 from agentweb.runs.waiting import Waiting, may_wait
@@ -647,11 +647,13 @@ def _store_step(
     return run.status
 
 
-def _append_waited(run: Run, earlier: list[Waiting] | tuple[()], batch: Batch | None) -> list[Any]:
+def _append_waited(
+    run: Run, earlier: list[Waiting] | tuple[()], batch: Batch | None
+) -> list[RunEvent]:
     """Append the events of the steps that waited, each step on its own (its spans end
     when it ended), telling nothing: the step's own append after them tells the last seq
     and gives the hooks all of the transaction's events at once. Their rows."""
-    rows: list[Any] = []
+    rows: list[RunEvent] = []
     for part in earlier:
         rows += store.append_events(
             run,

@@ -53,7 +53,13 @@ sys.path.insert(0, str(ROOT))
 import httpx  # noqa: E402
 import psycopg  # noqa: E402
 
-from tests.bench.stack_setup import seeded_django, stack_env, tokens  # noqa: E402
+from tests.bench.stack_setup import (  # noqa: E402
+    make_run_stack,
+    seeded_django,
+    stack_env,
+    tokens,
+    wait_for_web,
+)
 from tests.fakes.llm_server import FakeLLMServer, Recorded, Reply, oa_call, oa_reply  # noqa: E402
 
 TICK_MS = 1000 / os.sysconf("SC_CLK_TCK")
@@ -189,20 +195,14 @@ def main() -> int:
 
     connections.close_all()  # this process's connections are not the stack's
 
-    from agentweb.devstack import stack_argv
-    from tests.conftest import Proc, free_port
-
     tmp = Path(tempfile.mkdtemp(prefix="agentweb-burst-"))
-    port = free_port()
-    argv = stack_argv(env, port, str(tmp / "beat-schedule"))
-    procs = {name: Proc(name, argv[name], env, tmp / f"{name}.log") for name in argv}
-    url = f"http://127.0.0.1:{port}"
+    procs, url = make_run_stack(env, tmp)
     results: dict[str, Any] = {"runs": args.runs, "clients": args.clients}
     problems_total = 0
     try:
         conn = psycopg.connect(env["DATABASE_URL"], autocommit=True)
         sampler = BackendSampler(env["DATABASE_URL"])
-        _wait_for_web(url, procs["web"])
+        wait_for_web(url, procs["web"])
 
         def post(client: httpx.Client, task: str) -> int:
             resp = client.post("/api/runs", json={"task": task})
@@ -459,20 +459,6 @@ def _spy(where: str, procs: dict[str, Any]) -> list[subprocess.Popen[bytes]]:
         )
         for name in ("web", "worker")
     ]
-
-
-def _wait_for_web(url: str, web: Any) -> None:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/accounts/login/", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        if web.proc.poll() is not None:
-            raise SystemExit(f"web exited early:\n{web.output()}")
-        time.sleep(0.2)
-    raise SystemExit("web not ready in 90 s")
 
 
 def _load(values: tuple[float, float, float]) -> str:

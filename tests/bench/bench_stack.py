@@ -275,17 +275,13 @@ def main() -> int:
     results: dict[str, Any] = {}
     try:
         if args.workers is None:  # as make run starts it, as bench_burst does
-            from agentweb.devstack import stack_argv
-            from tests.bench.bench_burst import _wait_for_web
-            from tests.conftest import Proc, free_port
+            from tests.bench.stack_setup import make_run_stack, wait_for_web
 
-            port = free_port()
             env["AGENTWEB_WORKER_CONCURRENCY"] = str(args.threads)
-            argv = stack_argv(env, port, str(tmp / "beat-schedule"))
-            web = Proc("web", argv["web"], env, tmp / "web.log")
-            procs += [web, *(Proc(n, argv[n], env, tmp / f"{n}.log") for n in ("worker", "beat"))]
-            url = f"http://127.0.0.1:{port}"
-            _wait_for_web(url, web)
+            started, url = make_run_stack(env, tmp)
+            web = started["web"]
+            procs += started.values()
+            wait_for_web(url, web)
         else:
             web, url = start_web(env, tmp)
             procs.append(web)

@@ -5,7 +5,11 @@ with the demo seeded, and API tokens for the demo's people."""
 from __future__ import annotations
 
 import os
+import time
+from pathlib import Path
 from typing import Any
+
+import httpx
 
 from tests.bench.bench_stack import bench_database
 
@@ -54,3 +58,30 @@ def tokens(*usernames: str) -> list[str]:
 
     users: Any = get_user_model().objects
     return [ApiToken.issue(users.get(username=name)) for name in usernames]
+
+
+def make_run_stack(env: dict[str, str], tmp: Path) -> tuple[dict[str, Any], str]:
+    """Web, worker and beat started as ``make run`` starts them (``devstack.stack_argv``),
+    the web on a free port, their logs in ``tmp``: the processes by name and the web's URL
+    (``wait_for_web`` waits until it answers)."""
+    from agentweb.devstack import stack_argv
+    from tests.conftest import Proc, free_port
+
+    port = free_port()
+    argv = stack_argv(env, port, str(tmp / "beat-schedule"))
+    procs = {name: Proc(name, argv[name], env, tmp / f"{name}.log") for name in argv}
+    return procs, f"http://127.0.0.1:{port}"
+
+
+def wait_for_web(url: str, web: Any) -> None:
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/accounts/login/", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if web.proc.poll() is not None:
+            raise SystemExit(f"web exited early:\n{web.output()}")
+        time.sleep(0.2)
+    raise SystemExit("web not ready in 90 s")
