@@ -171,7 +171,13 @@ CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
-CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+# No acknowledgement emulation: kombu would otherwise keep each delivered message in a
+# Redis hash until its task ends (a MULTI/EXEC round trip before the task is handed to a
+# thread, another after it), to put it back an hour later if the worker died. A message
+# only wakes a worker; a run whose worker died is sent again by beat's sweep (its lease,
+# or a queued run with an empty queue: lifecycle.due_now_if_messages_lost). Messages a
+# worker holds when it shuts down are still put back (kombu's in-memory QoS).
+CELERY_BROKER_TRANSPORT_OPTIONS = {"ack_emulation": False}
 # A run's task goes on when the broker's connection drops: the run is a PostgreSQL row
 # under a lease, its steps are stored, and a message Redis lost is sent again by beat's
 # sweep. Cancelling it (Celery 6.0's coming default) would only throw its work away. Said

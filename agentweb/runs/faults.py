@@ -6,6 +6,10 @@ would: no cleanup, no rollback handler, open transactions lost. The end-to-end t
 it to show that every intended side effect happens once whatever instant a worker dies.
 Unset (the default) it costs one attribute read.
 
+Before any step, ``message_received``: the worker took the run's message off the queue
+and has not claimed the run (the message is gone from Redis: only beat's sweep brings
+the run back). It names no tool.
+
 Points, in the order a step passes them:
 
 - ``reply_received``: the model's reply is in memory, nothing of it is stored yet;

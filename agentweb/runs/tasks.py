@@ -10,6 +10,7 @@ from django.db import connections
 from agentweb import celery as celery_app
 from agentweb.observability.logs import run_scope
 from agentweb.runs import actions, engine, hooks, lifecycle
+from agentweb.runs.faults import crash_point
 
 log = logging.getLogger(__name__)
 
@@ -24,6 +25,7 @@ def run_agent(run_id: int) -> str | None:
                 fields["trace_id"] = trace_id
             log.info("run %s: worker picked it up", run_id)
 
+        crash_point("message_received")
         status = engine.execute_run(run_id, on_claimed=claimed)
         if status is None:
             log.info("run %s: not ours (taken by another worker, or not runnable)", run_id)

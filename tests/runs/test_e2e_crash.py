@@ -169,3 +169,40 @@ def test_an_approved_refund_is_issued_once_whenever_the_worker_dies(
         "succeeded"
     ]
     assert Approval.objects.filter(run=run, status="approved").exists()  # a person approved
+
+
+def test_a_run_whose_message_died_with_its_worker_is_done_once(demo, stack, llm) -> None:
+    """The worker dies with the run's message taken off the queue and the run not claimed
+    yet. The broker keeps no copy (no acknowledgement emulation: settings), so only beat's
+    sweep can bring the run back: the queue is empty while the run waits, so it is sent
+    again, and a healthy worker does it, once."""
+    from agentweb.shop.models import CustomerNote
+
+    customer = a_customer()
+    text = f"Lost message ({uuid.uuid4().hex[:6]})"
+    llm.responder = one_write("add_customer_note", {"customer_id": customer.code, "note": text})
+    crashing: Proc = start_worker(
+        {**stack["env"], "AGENTWEB_TEST_CRASH_AT": "message_received"}, stack["tmp"], "doomed"
+    )
+    healthy: Proc | None = None
+    try:
+        with httpx.Client(base_url=stack["url"], headers=token("operator"), timeout=10) as c:
+            created = c.post("/api/runs", json={"task": f"Note for {customer.code}"})
+        assert created.status_code == 201, created.text
+        run_id = created.json()["id"]
+        wait_for(lambda: crashing.proc.poll() is not None, 60, 0.1)
+        assert crashing.proc.returncode == faults.EXIT_CODE, crashing.output()[-2000:]
+        run = Run.objects.get(pk=run_id)
+        assert (run.status, run.attempts, run.last_seq) == ("queued", 0, 0)
+        healthy = start_worker(stack["env"], stack["tmp"], "healthy")
+        # Within 45 s: the sweep's rule for an empty queue (a queued run older than 10 s),
+        # not the queue grace of 60 s, nor the broker's visibility timeout, brings it back.
+        run = wait_for(lambda: Run.objects.filter(pk=run_id, status__in=Run.FINAL).first(), 45)
+    finally:
+        crashing.stop()
+        if healthy is not None:
+            healthy.stop()
+    assert run.status == "succeeded", run.failure_reason
+    assert run.attempts == 1
+    assert CustomerNote.objects.filter(customer=customer, body=text).count() == 1
+    assert [r.status for r in ToolExecution.objects.filter(run=run)] == ["succeeded"]
