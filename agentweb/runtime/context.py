@@ -306,7 +306,8 @@ class LayeredContextPolicy(ContextPolicy):
         if self.drop_superseded:
             self._drop_superseded(msgs, mem, start, done)
         self._digest(msgs, mem, start, done, force=False)
-        view = self._assemble(msgs, mem)
+        # Nothing dropped or digested: the memory is as ``before`` was assembled from.
+        view = self._assemble(msgs, mem) if done else before
         if view.tokens + tool_tokens > self.budget_tokens:
             self._evict(state, mem, view, tool_tokens, done)
             view = self._assemble(msgs, mem)
