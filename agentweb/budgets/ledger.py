@@ -56,6 +56,18 @@ _TEAMS_OF_MEMBER = CompiledRows(
 )
 
 
+#: ``owners``' teams of a top run, read in its worker's claim (``loading.read_with_claim``,
+#: registered by ``budgets.wiring``) instead of a query of their own at the first check:
+#: the function (migration 0002) finds them as ``owners`` does, with plans PostgreSQL
+#: keeps per session (the same query in SQL was planned again at every claim: 0.2 ms).
+TEAMS_AT_CLAIM = "SELECT team_id, team_name, team_limit FROM budget_teams_of_run(%s)"
+_CLAIMED_TEAMS_ATTR = "_budget_teams_at_claim"
+
+
+def keep_claimed_teams(run: Run, rows: list[tuple[Any, ...]]) -> None:
+    setattr(run, _CLAIMED_TEAMS_ATTR, rows)
+
+
 def owners(run: Run) -> Owners:
     """Whose budgets ``run``'s calls count toward (kept on the run object while a worker
     drives it: its ticket's queue or its teams changing mid-run apply to its next drive)."""
@@ -64,8 +76,11 @@ def owners(run: Run) -> Owners:
         return cached
     top = top_of(run)
     profiles = tuple(dict.fromkeys([run.agent_id, top.agent_id]))
-    queue = top.ticket.queue if top.ticket_id is not None and top.ticket is not None else None
-    if top.ticket_id is not None:
+    claimed = getattr(top, _CLAIMED_TEAMS_ATTR, None)
+    if claimed is not None:  # read with the claim, a moment ago
+        teams = claimed
+    elif top.ticket_id is not None:
+        queue = top.ticket.queue if top.ticket is not None else None
         teams = _TEAMS_OF_QUEUE.rows(queue) if queue else []
     else:
         teams = _TEAMS_OF_MEMBER.rows(top.created_by_id)

@@ -162,7 +162,8 @@ def claim_and_read(run_id: int, owner: str) -> Run | None:
     """``claim``, and when it took the run, the run as the worker reads it (with its
     profile, starter and ticket: ``loading.run_for_worker``); None when not taken. The
     read goes in the claim's round trip, after the UPDATE, so it sees the claim's values
-    (one statement string; both run in one implicit transaction). Where statements cannot
+    (one statement string; both run in one implicit transaction), and so do the reads
+    other apps registered (``loading.read_with_claim``). Where statements cannot
     share an execute (a cursor that binds on the server, an open transaction: tests),
     the claim and the read are sent one after the other."""
     with connection.cursor() as cursor:
@@ -172,21 +173,28 @@ def claim_and_read(run_id: int, owner: str) -> Run | None:
         if together:
             now = timezone.now()
             read_sql, read_params = loading.run_query(run_id)
+            extra = loading.claim_reads()
             cursor.execute(
-                f"{_CLAIM_NO_FLUSH_WAIT}; {read_sql}",
-                [*_claim_params(run_id, owner, now), *read_params],
+                "; ".join([_CLAIM_NO_FLUSH_WAIT, read_sql, *extra]),
+                [*_claim_params(run_id, owner, now), *read_params, *[run_id] * len(extra)],
             )
             cursor.nextset()  # past the SET's empty result
             claimed = cursor.fetchone()
             cursor.nextset()
             rows = cursor.fetchall()
+            found = []
+            for _ in extra:
+                cursor.nextset()
+                found.append([tuple(row) for row in cursor.fetchall()])
     if not together:
         if claim(run_id, owner) is None:
             return None
         return loading.run_for_worker(run_id)
     if claimed is None:
         return None
-    return loading.run_from_rows(run_id, rows)
+    run = loading.run_from_rows(run_id, rows)
+    loading.keep_claim_reads(run, found)
+    return run
 
 
 # --- a step's outcome ---------------------------------------------------------------------

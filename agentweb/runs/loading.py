@@ -6,8 +6,9 @@ columns) cost the worker about 1 ms of CPU per run, three times what PostgreSQL 
 answer it. Here the ORM compiles it once, with a stand-in for the run's id; each read
 sends that SQL and turns the row into objects the way the ORM's own iterator does (its
 converters, ``from_db``, its populators for the related rows), so the objects are the
-ones ``get`` returns. ``CompiledRows`` does the same for a ``values_list`` query (the
-budget check's first look).
+ones ``get`` returns. ``CompiledRows`` does the same for a ``values_list`` query. Other apps
+may have a read of their own sent in the claim's round trip (``read_with_claim``: the
+teams a run's spend counts toward).
 """
 
 from __future__ import annotations
@@ -118,3 +119,28 @@ class CompiledRows:
 
 def _hashable(value: Any) -> bool:
     return isinstance(value, str | int)
+
+
+#: Reads other apps send in the claim's round trip (``lifecycle.claim_and_read``): a
+#: statement whose one parameter is the run's id, and what to keep of its rows on the run.
+_WITH_CLAIM: list[tuple[str, Callable[[Run, list[tuple[Any, ...]]], None]]] = []
+
+
+def read_with_claim(sql: str, keep: Callable[[Run, list[tuple[Any, ...]]], None]) -> None:
+    """Send ``sql`` (one ``%s``: the run's id) with every claim; ``keep(run, rows)`` is
+    called on the run the claim took. A claim whose statements cannot be sent together
+    (a transaction is open: tests) does without, and ``keep`` is not called. Cheap to
+    plan, please: it is sent with every claim (a PL/pgSQL function keeps its plans)."""
+    if (sql, keep) not in _WITH_CLAIM:
+        _WITH_CLAIM.append((sql, keep))
+
+
+def claim_reads() -> list[str]:
+    """The statements of the reads sent with a claim, in order (each takes the run's id)."""
+    return [sql for sql, _ in _WITH_CLAIM]
+
+
+def keep_claim_reads(run: Run, found: Sequence[list[tuple[Any, ...]]]) -> None:
+    """Hand each read's rows (in ``claim_reads``' order) to its ``keep``."""
+    for (_, keep), rows in zip(_WITH_CLAIM, found, strict=True):
+        keep(run, rows)

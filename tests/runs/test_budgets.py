@@ -19,11 +19,12 @@ from agentweb.budgets.check import Check
 from agentweb.budgets.models import DailySpend
 from agentweb.observability import metrics
 from agentweb.observability.views import database_gauges
-from agentweb.runs import actions, engine
+from agentweb.runs import actions, engine, lifecycle
 from agentweb.runs.models import AgentProfile, Run, RunEvent
 from agentweb.runtime import AssistantMessage, ModelResponse, Usage
 from agentweb.runtime.testing import call
 from agentweb.teams.actions import do_save_team
+from agentweb.teams.models import Team
 from tests.tickets.factories import make_ticket
 
 # 10 $ per million tokens in and out: 1,000 + 1,000 tokens cost $0.02.
@@ -308,3 +309,51 @@ def test_a_runs_first_budget_check_is_two_queries_and_later_ones_none(
     assert ledger.owners(run).teams and ledger.owners(run).team_limits == ()
     with django_assert_num_queries(0):
         assert check.exceeded() is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_top_runs_teams_come_with_its_claim(people, django_assert_num_queries) -> None:
+    """The teams a run's calls count toward are read in the worker's claim of the run
+    (``ledger.TEAMS_AT_CLAIM``, one statement of the claim's round trip), and they are the
+    teams ``ledger.owners`` finds with queries of its own: the starter's teams for a run
+    without a ticket, the teams owning the ticket's queue, none for a ticket without one.
+    (A real commit: the claim sends its statements together only outside a transaction.)"""
+    profile()
+    operator, admin = people["operator"], people["admin"]
+    billing = do_save_team(
+        None,
+        actor=None,
+        name="Billing",
+        queues=["billing", "vip"],
+        members=[operator],
+        daily_cost_usd="5",
+    )
+    helpers = do_save_team(
+        None, actor=None, name="Helpers", queues=["shipping"], members=[operator]
+    )
+    do_save_team(None, actor=None, name="Others", queues=["other"], members=[people["operator2"]])
+
+    def on(queue: str) -> Run:
+        return actions.do_create_run(
+            user=admin, task="look", ticket_id=make_ticket(queue or "none", queue=queue).pk
+        )
+
+    cases = [
+        (start(people), {billing.pk, helpers.pk}),
+        (on("vip"), {billing.pk}),
+        (on("shipping"), {helpers.pk}),
+        (on("other"), {Team.objects.get(name="Others").pk}),
+        (on(""), set()),
+    ]
+    for created, expected in cases:
+        run = lifecycle.claim_and_read(created.pk, "a-worker")
+        assert run is not None
+        with django_assert_num_queries(0):
+            found = ledger.owners(run)
+        assert set(found.teams) == expected, created.task
+        fresh = Run.objects.select_related("agent", "ticket").get(pk=created.pk)
+        assert ledger.owners(fresh) == found  # what its own queries find
+    assert found.team_limits == ()
+    assert ledger.owners(Run.objects.get(pk=cases[1][0].pk)).team_limits == (
+        (billing.pk, "Billing", Decimal("5")),
+    )
