@@ -18,7 +18,10 @@ class RunsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        around_tool_calls(before=tidy_tool_thread, after=tidy_tool_thread)
+        # The pool's threads hand their connection back after each call; a quick tool
+        # run in the run's own thread uses the run thread's connection, which the engine
+        # hands back before each step (dbpool.give_back).
+        around_tool_calls(before=tidy_tool_thread, after=tidy_tool_thread, pool_only=True)
         # Spans and metrics are made of the stored steps, after commit.
         hooks.on_step_stored(observe.record, observe.INTERESTING)
         check_agent_configuration()

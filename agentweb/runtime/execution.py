@@ -43,19 +43,30 @@ POOL_SIZE = 32
 #: Called in a pool thread before and after every call it runs (``around_tool_calls``).
 _BEFORE: list[Callable[[], None]] = []
 _AFTER: list[Callable[[], None]] = []
+#: Those of them that must run around every call: while there is one, no call runs in
+#: the caller's thread (``_runs_inline``).
+_EVERY_CALL: list[Callable[[], None]] = []
 
 
 def around_tool_calls(
-    before: Callable[[], None] | None = None, after: Callable[[], None] | None = None
+    before: Callable[[], None] | None = None,
+    after: Callable[[], None] | None = None,
+    *,
+    pool_only: bool = False,
 ) -> None:
     """Run ``before`` and ``after`` in the tool's thread around every tool call, whatever
     module the tool comes from: the host's way to tidy per-thread resources (the Django
     side hands each thread's database connection back after a call). A hook that raises
-    is logged and does not fail the call."""
-    if before is not None and before not in _BEFORE:
-        _BEFORE.append(before)
-    if after is not None and after not in _AFTER:
-        _AFTER.append(after)
+    is logged and does not fail the call.
+
+    ``pool_only``: the hooks tidy the pool's own long-lived threads, and a quick tool's
+    call run in the caller's thread (``_runs_inline``) goes without them: the caller
+    looks after its own resources. Otherwise every call runs in the pool, with them."""
+    for hook, hooks in ((before, _BEFORE), (after, _AFTER)):
+        if hook is not None and hook not in hooks:
+            hooks.append(hook)
+            if not pool_only:
+                _EVERY_CALL.append(hook)
 
 
 def _hooks(hooks: list[Callable[[], None]]) -> None:
@@ -202,8 +213,10 @@ def run_tools(invocations: Sequence[Invocation]) -> list[ToolResult]:
 #: pool may run in the caller's thread. A call over ``SLOW_MS`` (in the pool or not) keeps
 #: the tool in the pool for good: a call that long may be one that hangs, and only in the
 #: pool is it cut at its timeout. (Wall time: a call that waits is not quick; a busy
-#: machine's preemptions of a few milliseconds leave a quick tool quick.)
-QUICK_MS = 1.0
+#: machine's preemptions of a few milliseconds leave a quick tool quick.) A few
+#: milliseconds: a database read of the ticket tools takes 0.7-1.6 ms in a run, and the
+#: hand-off to a pool thread and back cost each about 0.2 ms more (bench_engine).
+QUICK_MS = 5.0
 QUICK_RUNS = 3
 SLOW_MS = 1000.0
 
@@ -212,8 +225,8 @@ def _runs_inline(tool: Tool) -> bool:
     """Whether a lone call of ``tool`` runs in the calling thread: a synchronous tool
     whose calls have been quick (its timeout is then not watched: a call that overstays
     ``SLOW_MS`` sends the tool back to the pool for good), and only when no host asked
-    for hooks around tool calls (those tidy a tool thread's resources)."""
-    return not tool.is_async and tool._pace >= QUICK_RUNS and not _BEFORE and not _AFTER
+    for hooks around every tool call (``around_tool_calls`` without ``pool_only``)."""
+    return not tool.is_async and tool._pace >= QUICK_RUNS and not _EVERY_CALL
 
 
 #: A read-only tool whose last call took at most this long runs in the step of the reply

@@ -28,6 +28,7 @@ def _no_hooks(monkeypatch):
     """As when the runtime is used alone (the Django side registers hooks at start)."""
     monkeypatch.setattr(execution, "_BEFORE", [])
     monkeypatch.setattr(execution, "_AFTER", [])
+    monkeypatch.setattr(execution, "_EVERY_CALL", [])
 
 
 def _fresh(fn=_where, **kw):
@@ -81,13 +82,32 @@ def test_only_the_pool_cuts_a_call_at_its_timeout():
     assert t._pace == 0  # not quick: it stays in the pool, where its timeout is watched
 
 
-def test_with_hooks_around_tool_calls_every_call_runs_in_the_pool(monkeypatch):
+def test_with_hooks_around_tool_calls_every_call_runs_in_the_pool():
     after: list[str] = []
-    monkeypatch.setattr(execution, "_AFTER", [lambda: after.append("tidied")])
+    execution.around_tool_calls(after=lambda: after.append("tidied"))
     t = _fresh()
     t._pace = QUICK_RUNS
     _call(t)
     assert WHERE[0].startswith("agentweb-tool") and after == ["tidied"]
+
+
+def test_hooks_for_the_pool_only_leave_a_quick_tool_in_the_callers_thread_without_them():
+    around: list[str] = []
+    execution.around_tool_calls(
+        before=lambda: around.append(f"before in {threading.current_thread().name}"),
+        after=lambda: around.append(f"after in {threading.current_thread().name}"),
+        pool_only=True,
+    )
+    t = _fresh()
+    _call(t)  # not quick yet: in the pool, with the hooks around it
+    pool_thread = WHERE[0]
+    assert pool_thread.startswith("agentweb-tool")
+    assert around == [f"before in {pool_thread}", f"after in {pool_thread}"]
+    t._pace = QUICK_RUNS
+    around.clear()
+    WHERE.clear()
+    _call(t)
+    assert [threading.current_thread().name] == WHERE and around == []
 
 
 def test_calls_of_one_turn_go_to_the_pool_together_even_when_quick():
