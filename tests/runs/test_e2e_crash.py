@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -92,9 +92,18 @@ def approve_pending(url: str, run_id: int) -> int:
     return decided
 
 
-def crash_and_recover(stack: dict[str, Any], point: str, tool: str, task: str) -> Run:
+def crash_and_recover(
+    stack: dict[str, Any],
+    crash_at: str,
+    task: str,
+    *,
+    within: float = 90,
+    while_dead: Callable[[Run], None] | None = None,
+) -> Run:
+    """A worker started with ``AGENTWEB_TEST_CRASH_AT=crash_at`` takes the run and dies;
+    ``while_dead`` looks at the run then; a healthy worker must finish it ``within``."""
     crashing: Proc = start_worker(
-        {**stack["env"], "AGENTWEB_TEST_CRASH_AT": f"{point}:{tool}"}, stack["tmp"], "doomed"
+        {**stack["env"], "AGENTWEB_TEST_CRASH_AT": crash_at}, stack["tmp"], "doomed"
     )
     healthy: Proc | None = None
     try:
@@ -110,13 +119,15 @@ def crash_and_recover(stack: dict[str, Any], point: str, tool: str, task: str) -
         wait_for(died_or_waits, 60, 0.2)
         assert crashing.proc.returncode == faults.EXIT_CODE, crashing.output()[-2000:]
         assert Run.objects.get(pk=run_id).status in Run.ACTIVE
+        if while_dead is not None:
+            while_dead(Run.objects.get(pk=run_id))
         healthy = start_worker(stack["env"], stack["tmp"], "healthy")
 
         def finished() -> Run | None:
             approve_pending(stack["url"], run_id)  # e.g. a call whose outcome is unknown
             return Run.objects.filter(pk=run_id, status__in=Run.FINAL).first()
 
-        run = wait_for(finished, 90, 0.2)
+        run = wait_for(finished, within, 0.2)
         assert run.status == "succeeded", run.failure_reason
         return run
     finally:
@@ -149,7 +160,7 @@ def test_a_no_approval_note_is_written_once_whenever_the_worker_dies(
     customer = a_customer()
     text = f"Crash test at {point} ({uuid.uuid4().hex[:6]})"
     llm.responder = one_write("add_customer_note", {"customer_id": customer.code, "note": text})
-    run = crash_and_recover(stack, point, "add_customer_note", f"Note for {customer.code}")
+    run = crash_and_recover(stack, f"{point}:add_customer_note", f"Note for {customer.code}")
     assert CustomerNote.objects.filter(customer=customer, body=text).count() == 1
     rows = ToolExecution.objects.filter(run=run, tool="add_customer_note")
     assert [r.status for r in rows] == ["succeeded"]
@@ -163,7 +174,7 @@ def test_an_approved_refund_is_issued_once_whenever_the_worker_dies(
     llm.responder = one_write(
         "issue_refund", {"order_id": order.number, "amount": 35.0, "reason": "broken on arrival"}
     )
-    run = crash_and_recover(stack, point, "issue_refund", f"Refund {order.number}")
+    run = crash_and_recover(stack, f"{point}:issue_refund", f"Refund {order.number}")
     assert order.refunds.count() == 1
     assert [r.status for r in ToolExecution.objects.filter(run=run, tool="issue_refund")] == [
         "succeeded"
@@ -181,28 +192,19 @@ def test_a_run_whose_message_died_with_its_worker_is_done_once(demo, stack, llm)
     customer = a_customer()
     text = f"Lost message ({uuid.uuid4().hex[:6]})"
     llm.responder = one_write("add_customer_note", {"customer_id": customer.code, "note": text})
-    crashing: Proc = start_worker(
-        {**stack["env"], "AGENTWEB_TEST_CRASH_AT": "message_received"}, stack["tmp"], "doomed"
-    )
-    healthy: Proc | None = None
-    try:
-        with httpx.Client(base_url=stack["url"], headers=token("operator"), timeout=10) as c:
-            created = c.post("/api/runs", json={"task": f"Note for {customer.code}"})
-        assert created.status_code == 201, created.text
-        run_id = created.json()["id"]
-        wait_for(lambda: crashing.proc.poll() is not None, 60, 0.1)
-        assert crashing.proc.returncode == faults.EXIT_CODE, crashing.output()[-2000:]
-        run = Run.objects.get(pk=run_id)
+
+    def queued_untouched(run: Run) -> None:
         assert (run.status, run.attempts, run.last_seq) == ("queued", 0, 0)
-        healthy = start_worker(stack["env"], stack["tmp"], "healthy")
-        # Within 45 s: the sweep's rule for an empty queue (a queued run older than 10 s),
-        # not the queue grace of 60 s, nor the broker's visibility timeout, brings it back.
-        run = wait_for(lambda: Run.objects.filter(pk=run_id, status__in=Run.FINAL).first(), 45)
-    finally:
-        crashing.stop()
-        if healthy is not None:
-            healthy.stop()
-    assert run.status == "succeeded", run.failure_reason
+
+    # Within 45 s: the sweep's rule for an empty queue (a queued run older than 10 s), not
+    # the queue grace of 60 s, nor the broker's visibility timeout, brings it back.
+    run = crash_and_recover(
+        stack,
+        "message_received",
+        f"Note for {customer.code}",
+        within=45,
+        while_dead=queued_untouched,
+    )
     assert run.attempts == 1
     assert CustomerNote.objects.filter(customer=customer, body=text).count() == 1
     assert [r.status for r in ToolExecution.objects.filter(run=run)] == ["succeeded"]
