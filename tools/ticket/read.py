@@ -23,6 +23,7 @@ from agentweb.shop.actions import (
 )
 from agentweb.shop.models import (
     ZERO,
+    Customer,
     InventoryItem,
     KBArticle,
     Order,
@@ -48,43 +49,67 @@ _CHILDREN: tuple[tuple[str, type[models.Model]], ...] = (
     ("payments", Payment),
     ("shipments", Shipment),
 )
-_ANY_ORDER = -7_000_000_001  # stands for the order's id while the queries are compiled
+#: Stands for the order's number while the queries are compiled (``_order_query``).
+_ANY_NUMBER = "\x00number\x00"
 
 
 @functools.cache
-def _children_query() -> tuple[str, tuple[Any, ...], tuple[list[str], ...]]:
-    """One string of the four SELECTs the ORM makes for an order's refunds, items,
-    payments and shipments (in each model's order), compiled once, with ``_ANY_ORDER``
-    where the order's id goes, and the columns each returns."""
+def _order_query() -> tuple[str, tuple[Any, ...], tuple[list[str], ...]]:
+    """One string of five SELECTs the ORM compiles once: the order with its customer (as
+    ``find_order`` reads it), then its refunds, items, payments and shipments (each in its
+    model's order, found by the order's number), with ``_ANY_NUMBER`` where the number
+    goes; and the columns each returns (the order's and the customer's for the first).
+    Compiling these cost a call more time than PostgreSQL took to answer them."""
+    first = Order.objects.select_related("customer").filter(number=_ANY_NUMBER)
+    assert first.query.select_related == {"customer": {}}
+    queries = [first] + [
+        model._default_manager.filter(order__number=_ANY_NUMBER) for _, model in _CHILDREN
+    ]
     sqls: list[str] = []
     params: list[Any] = []
-    columns: list[list[str]] = []
-    for _, model in _CHILDREN:
-        sql, values = model._default_manager.filter(order_id=_ANY_ORDER).query.sql_with_params()
+    for query in queries:
+        sql, values = query.query.sql_with_params()
         sqls.append(sql)
         params.extend(values)
-        columns.append([f.attname for f in model._meta.concrete_fields])
+    columns = [[f.attname for f in m._meta.concrete_fields] for m in (Order, Customer)]
+    columns += [[f.attname for f in model._meta.concrete_fields] for _, model in _CHILDREN]
     return "; ".join(sqls), tuple(params), tuple(columns)
 
 
-def _load_children(order: Order) -> None:
-    """Read an order's refunds, items, payments and shipments in one round trip (where
-    the cursor binds on the client) into its prefetch cache, which ``order.refunds.all()``
-    and the like then read: four queries the ORM would build and send one by one."""
-    sql, template, columns = _children_query()
+def _read_order(order_id: str) -> Order:
+    """``find_order`` and the order's refunds, items, payments and shipments in its
+    prefetch cache (which ``order.refunds.all()`` and the like then read), in one round
+    trip where the cursor binds on the client."""
     with connection.cursor() as cursor:
-        if not isinstance(cursor.cursor, psycopg.ClientCursor):
-            return  # the ORM's own queries, one by one
-        cursor.execute(sql, [order.pk if p == _ANY_ORDER else p for p in template])
-        cache = {}
-        for (name, model), names in zip(_CHILDREN, columns, strict=True):
-            cache[name] = [model.from_db(connection.alias, names, row) for row in cursor.fetchall()]
-            cursor.nextset()
-    order._prefetched_objects_cache = cache  # type: ignore[attr-defined]  # as prefetch_related
+        if isinstance(cursor.cursor, psycopg.ClientCursor):
+            sql, template, columns = _order_query()
+            number = normalise_code(order_id)
+            cursor.execute(sql, [number if p == _ANY_NUMBER else p for p in template])
+            found = cursor.fetchall()
+            if found:
+                split = len(columns[0])
+                order = Order.from_db(connection.alias, columns[0], found[0][:split])
+                customer = Customer.from_db(connection.alias, columns[1], found[0][split:])
+                Order.customer.field.set_cached_value(order, customer)
+                cache = {}
+                for (name, model), names in zip(_CHILDREN, columns[2:], strict=True):
+                    cursor.nextset()
+                    rows = cursor.fetchall()
+                    cache[name] = [model.from_db(connection.alias, names, r) for r in rows]
+                order._prefetched_objects_cache = cache  # type: ignore[attr-defined]
+                return order
+    # The ORM's own queries, one by one (a cursor that binds on the server), or the
+    # shop's own answer to a number it does not know.
+    order = find_order(order_id)
+    order._prefetched_objects_cache = {  # type: ignore[attr-defined]
+        name: list(getattr(order, name).all()) for name, _ in _CHILDREN
+    }
+    return order
 
 
 def describe_order(order: Order) -> dict[str, Any]:
-    _load_children(order)
+    """An order as ``get_order`` tells it; its related rows read as ``_read_order`` leaves
+    them (or by the ORM, one query each, for an order read otherwise)."""
     refunds = list(order.refunds.all())  # one query for the list and the sum
     refunded = sum((r.amount for r in refunds), ZERO)
     return {
@@ -144,7 +169,7 @@ def get_order(order_id: str) -> dict[str, Any]:
     Args:
         order_id: The order id the customer sees, e.g. "A1001".
     """
-    return describe_order(find_order(order_id))
+    return describe_order(_read_order(order_id))
 
 
 @tool(risk="low", read_only=True)
@@ -234,6 +259,18 @@ def get_customer_notes(customer_id: str) -> dict[str, Any]:
     }
 
 
+#: Stands for the SKU while the query is compiled (``_item_query``).
+_ANY_SKU = "\x00sku\x00"
+
+
+@functools.cache
+def _item_query() -> tuple[str, tuple[Any, ...], list[str]]:
+    """The product by its SKU (unique), as the ORM compiles it, once; its parameters with
+    ``_ANY_SKU`` where the SKU goes, and the columns it returns."""
+    sql, params = InventoryItem.objects.filter(sku=_ANY_SKU).query.sql_with_params()
+    return sql, tuple(params), [f.attname for f in InventoryItem._meta.concrete_fields]
+
+
 @tool(risk="low", read_only=True)
 def check_inventory(sku: str) -> dict[str, Any]:
     """Check stock of a product: units on hand, available, and the next restock date.
@@ -242,7 +279,11 @@ def check_inventory(sku: str) -> dict[str, Any]:
         sku: The product SKU, e.g. "KIT-0101".
     """
     code = normalise_code(sku)
-    item = InventoryItem.objects.filter(sku=code).first()
+    sql, template, names = _item_query()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [code if p == _ANY_SKU else p for p in template])
+        row = cursor.fetchone()
+    item = None if row is None else InventoryItem.from_db(connection.alias, names, row)
     if item is None:
         words = [w for w in re.findall(r"[a-z]{3,}", str(sku).lower())]
         similar = (
