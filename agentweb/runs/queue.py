@@ -37,7 +37,21 @@ def send(task: str, *args: Any) -> None:
     from agentweb import broker  # kombu's Redis transport: imported when first sending
 
     broker.install_client_reuse()  # idempotent; the web's sends need it too
-    app.send_task(task, args=list(args))
+    # No task of ours keeps a result. Said here, Celery does not make the sending
+    # thread its result backend and reply address (a thread's own, made on its first
+    # send: the web sends from a new thread per request, and that doubled the cost of a
+    # run's wake-up), nor an AsyncResult that would make them too.
+    app.send_task(task, args=list(args), ignore_result=True, reply_to=app.oid, result_cls=_Sent)
+
+
+class _Sent:
+    """What ``send_task`` returns here: the message's task id, nothing to wait on."""
+
+    __slots__ = ("id", "ignored")
+
+    def __init__(self, task_id: str) -> None:
+        self.id = task_id
+        self.ignored = True
 
 
 def enqueue(run_id: int, task: str = RUN_AGENT) -> bool:

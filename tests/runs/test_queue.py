@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -73,6 +74,33 @@ def test_it_sends_by_task_name_to_the_installations_queue(
     parent = parent_run(people)
     child = delegation.create_child(parent.pk, "shipping-specialist", "Where is A1001?", "c1")
     assert sent_runs(broker) == [child.pk]
+
+
+def test_a_send_from_a_new_thread_makes_no_result_backend_for_it(broker: RedisServer) -> None:
+    """The web sends each wake-up from a new thread (one per request): Celery made that
+    thread a result backend of its own (and an AsyncResult) for every message, though no
+    task of ours keeps a result. The message says so, and the thread gets none."""
+    from agentweb.runs import queue
+
+    made: list[bool] = []
+
+    def send() -> None:
+        queue.send(RUN_AGENT, 41)
+        made.append(hasattr(app._local, "backend"))  # Celery's per-thread backend
+
+    thread = threading.Thread(target=send)
+    thread.start()
+    thread.join(10)
+    assert made == [False]
+    assert sent_runs(broker) == [41]
+    client = redis_py.Redis.from_url(broker.url)
+    try:
+        (raw,) = client.lrange(app.conf.task_default_queue, 0, -1)
+    finally:
+        client.close()
+    message = json.loads(raw)
+    assert message["headers"]["ignore_result"] is True
+    assert message["properties"]["reply_to"] == app.oid
 
 
 def test_a_broker_that_fails_as_a_child_run_commits_fails_nothing(
