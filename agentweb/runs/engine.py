@@ -23,7 +23,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
 import psycopg
@@ -62,10 +61,9 @@ class LeaseLost(Exception):
 class _Held:
     """One held run: its id, and the flags the keeper sets: its lease was lost, a cancel
     was asked; ``locked`` once the keeper's session holds the run's advisory lock;
-    ``released`` once the run's thread let it go (its lock is then not taken any more);
-    ``tried``, set once the first try to take the lock is over."""
+    ``released`` once the run's thread let it go (its lock is then not taken any more)."""
 
-    __slots__ = ("cancel", "locked", "lost", "released", "run_id", "tried")
+    __slots__ = ("cancel", "locked", "lost", "released", "run_id")
 
     def __init__(self, run_id: int) -> None:
         self.run_id = run_id
@@ -73,11 +71,6 @@ class _Held:
         self.cancel = threading.Event()
         self.locked = False
         self.released = False
-        self.tried = threading.Event()
-
-    def lock_tried(self) -> None:
-        """Wait until the first try to take the run's lock is over."""
-        self.tried.wait()
 
 
 #: How often the keeper looks for cancel requests of the runs it holds (one query for
@@ -100,12 +93,9 @@ class _LeaseKeeper:
     their steps paid for again. That session also holds an advisory lock on each held
     run (``lifecycle.RUN_LOCK_SPACE``): while this process lives nobody takes its runs
     over, even if a renewal comes late (``lifecycle.claim`` and the sweep check the lock);
-    a process that dies loses the session and its locks. The first try to take the lock
-    is made as the run is held, by a thread of its own (``lease-lock``) while the run's
-    thread reads the run's profile version and builds its agent; the run's thread waits
-    for that try before its first model call, step or effect. (Leaving the first try to
-    the keeper's next beat let a starved keeper leave a run unlocked past its lease: a
-    sweep then sent it again.)"""
+    a process that dies loses the session and its locks. The lock is taken as the run is
+    held, before its first step (taking it in the keeper's thread instead let a starved
+    keeper leave a run unlocked past its lease: a sweep then sent it again)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -115,8 +105,6 @@ class _LeaseKeeper:
         self._db_lock = threading.Lock()  # one user of the session at a time
         self._db: Any = None  # psycopg.Connection, autocommit
         self._inherited: list[Any] = []  # a parent's session after a fork: never closed here
-        self._locker: ThreadPoolExecutor | None = None  # first tries to take a run's lock
-        self._locker_pid = 0
 
     def hold(self, run_id: int, owner: str) -> _Held:
         held = _Held(run_id)
@@ -129,24 +117,10 @@ class _LeaseKeeper:
                 self._pid = os.getpid()
                 self._thread = threading.Thread(target=self._beat, name="lease-keeper", daemon=True)
                 self._thread.start()
-            if self._locker is None or self._locker_pid != os.getpid():
-                self._locker = ThreadPoolExecutor(1, thread_name_prefix="lease-lock")
-                self._locker_pid = os.getpid()
-            locker = self._locker
-        # Tried before the run pays for anything (``_Held.lock_tried``): a keeper starved
-        # from then on (a busy machine) still holds the run against a sweep or a claim
-        # once the lease runs out.
-        try:
-            locker.submit(self._first_try, held)
-        except RuntimeError:  # the interpreter is shutting down: no new threads
-            self._first_try(held)
+        # Taken before the run goes on: a keeper starved from then on (a busy machine)
+        # still holds the run against a sweep or a claim once the lease runs out.
+        self._take_locks([held])
         return held
-
-    def _first_try(self, held: _Held) -> None:
-        try:
-            self._take_locks([held])
-        finally:
-            held.tried.set()
 
     def release(self, owner: str) -> None:
         with self._lock:
@@ -355,7 +329,6 @@ def _drive(run: Run, owner: str, held: _Held) -> str:
     context = ToolContext(
         call_id="", run_id=facts["run_id"], user=facts["user"], subject=facts["subject"]
     )
-    held.lock_tried()  # before anything is paid for: a model call, a step, an effect
     if run.state is None:
         if run.forked_from_id is not None:  # the source's conversation up to the fork point
             state = forks.start_state(run, agent, facts)

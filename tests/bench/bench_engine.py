@@ -152,8 +152,6 @@ def main() -> int:
         (engine, "_persist", "step's transaction (all)"),
         (engine, "_lock_run", "  row lock (+ BEGIN)"),
         (batch.Batch, "send", "  the step's writes, one execute"),
-        (batch.Batch, "send_as_transaction", "  the step's writes as its transaction"),
-        (batch, "_bound", "    parameters bound (client)"),
         (store, "append_events", "  events built, hooks"),
         (BaseDatabaseWrapper, "commit", "  COMMIT"),
         (BaseDatabaseWrapper, "run_and_clear_commit_hooks", "  after-commit work"),
@@ -163,8 +161,7 @@ def main() -> int:
         (lifecycle, "claim_and_read", "claim, with the run's read"),
         (engine, "build_agent", "agent built"),
         (versions, "profile_for_run", "profile version"),
-        (engine._LeaseKeeper, "hold", "lease held (its lock tried by another thread)"),
-        (engine._Held, "lock_tried", "waited for the lock's first try"),
+        (engine._LeaseKeeper, "hold", "lease held (advisory lock)"),
         (turns.Turns, "resume", "tool calls"),
     ]:
         timed(owner, name, label)
