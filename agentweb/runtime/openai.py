@@ -26,7 +26,7 @@ from .parsing import (
     parse_arguments,
     split_reasoning,
 )
-from .providers import Provider
+from .providers import Provider, Wire
 
 __all__ = ["OpenAIChatModel"]
 
@@ -154,6 +154,7 @@ class OpenAIChatModel:
                 continue  # filled in for this call only: not kept
             if len(cache) >= _WIRE_CACHE_SIZE:
                 cache.clear()
+            wire = out[-1] = Wire(wire)  # sent again with every later call: text kept
             cache[id(m)] = (m, m.content, wire)
         if with_images:
             out.append(_tool_images_message(with_images))
@@ -163,14 +164,14 @@ class OpenAIChatModel:
         hit = self._tool_cache.get(id(spec))
         if hit is not None and hit[0] is spec:
             return hit[1]
-        wire = {
-            "type": "function",
-            "function": {
+        wire = Wire(
+            type="function",
+            function={
                 "name": spec.name,
                 "description": spec.description,
                 "parameters": spec.parameters,
             },
-        }
+        )
         if len(self._tool_cache) > 512:
             self._tool_cache.clear()
         self._tool_cache[id(spec)] = (spec, wire)

@@ -33,13 +33,31 @@ from .gateway import (
 )
 from .parsing import prune_deep_json
 
-__all__ = ["Provider", "iter_sse_data", "provider_from_env"]
+__all__ = ["Provider", "Wire", "iter_sse_data", "provider_from_env"]
 
 log = logging.getLogger(__name__)
 
 Payload = dict[str, Any] | Callable[[], dict[str, Any]]
 # how httpx encodes ``json=`` (NaN refused): one encoder for every request body
 _ENCODE_BODY = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode
+
+
+class Wire(dict[str, Any]):
+    """A part of a request body that an adapter sends again, unchanged, with later calls
+    (a message of the run's history, a tool's description): its JSON text is made once
+    and kept by the provider. Neither it nor anything it holds is changed once made."""
+
+    __slots__ = ()
+
+
+#: Wire parts whose text a provider keeps (more: it forgets them all and starts again).
+_KNOWN_WIRES = 4096
+
+
+def _has_wire(items: list[Any]) -> bool:
+    return any(isinstance(item, Wire) for item in items)
+
+
 _RETRY_STATUSES = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 529})
 _RETRY_EXCEPTIONS: tuple[type[Exception], ...] = (
     httpx.ConnectError,
@@ -81,6 +99,7 @@ class Provider:
     _header_lists: dict[tuple[tuple[str, str], ...], list[tuple[str, str]]] = field(
         default_factory=dict, repr=False
     )
+    _wires: dict[int, tuple[Wire, str]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.base_url = self.base_url.rstrip("/")
@@ -182,7 +201,7 @@ class Provider:
             if len(self._targets) > 64:
                 self._targets.clear()
             self._targets[url] = target
-        content = _ENCODE_BODY(body).encode()
+        content = self._encode(body).encode()
         request = httpx.Request(
             "POST",
             target[0],
@@ -193,6 +212,34 @@ class Provider:
         response = target[1].handle_request(request)
         response.request = request
         return response
+
+    def _encode(self, body: dict[str, Any]) -> str:
+        """``body`` as ``_ENCODE_BODY`` writes it, the same text; the ``Wire`` items of
+        its lists (a run's history, its tools: most of a request, the same at every call
+        of a run) written from the text kept for them."""
+        kept = [k for k, v in body.items() if isinstance(v, list) and _has_wire(v)]
+        if not kept:
+            return _ENCODE_BODY(body)
+        known = self._wires
+        parts = []
+        for key, value in body.items():
+            if key in kept:
+                items = []
+                for item in value:
+                    if not isinstance(item, Wire):
+                        items.append(_ENCODE_BODY(item))
+                        continue
+                    hit = known.get(id(item))
+                    if hit is None or hit[0] is not item:
+                        if len(known) >= _KNOWN_WIRES:
+                            known.clear()
+                        hit = known[id(item)] = (item, _ENCODE_BODY(item))
+                    items.append(hit[1])
+                text = "[" + ",".join(items) + "]"
+            else:
+                text = _ENCODE_BODY(value)
+            parts.append(_ENCODE_BODY(key) + ":" + text)
+        return "{" + ",".join(parts) + "}"
 
     def _header_list(self, headers: Mapping[str, str]) -> list[tuple[str, str]]:
         """The client's default headers (User-Agent, Accept, Accept-Encoding, Connection)

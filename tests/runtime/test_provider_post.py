@@ -8,7 +8,7 @@ import json
 import pytest
 
 from agentweb.runtime.gateway import ModelHTTPError
-from agentweb.runtime.providers import Provider
+from agentweb.runtime.providers import Provider, Wire
 from tests.fakes.llm_server import Reply
 
 
@@ -80,3 +80,42 @@ def test_redirects_are_not_followed_and_cookies_not_kept(fake_llm):
     assert err.value.status == 302
     assert len(fake_llm.requests) == 2  # the Location was not asked for
     assert "cookie" not in {k.lower() for k in fake_llm.requests[1].headers}
+
+
+def test_wire_parts_are_written_once_and_the_body_is_the_same_text(fake_llm, monkeypatch):
+    """A run's history and tools are ``Wire`` parts: their JSON is made at their first
+    request and kept; every body is still the text json.dumps makes of it."""
+    from agentweb.runtime import providers
+
+    encoded: list[object] = []
+    real = providers._ENCODE_BODY
+
+    def counting(value: object) -> str:
+        encoded.append(value)
+        return real(value)
+
+    monkeypatch.setattr(providers, "_ENCODE_BODY", counting)
+    system = Wire(role="system", content='Stay kind ☃ \u2028 "quoted" \\ é')
+    tool = Wire(type="function", function={"name": "t", "parameters": {"x": [1, 2.5, None]}})
+    fresh = {"role": "user", "content": "not kept"}
+    fake_llm.enqueue({"ok": 1}, {"ok": 2}, {"ok": 3})
+    p = _provider(fake_llm.openai_url)
+    bodies = [
+        {"model": "m", "messages": [system, fresh], "tools": [tool], "stream": True},
+        {"model": "m", "messages": [system, fresh, Wire(role="assistant", content="")]},
+        {"model": "m", "messages": [fresh, system], "tools": [], "n": [1, 2]},
+    ]
+    try:
+        for body in bodies:
+            p.post_json(fake_llm.openai_url + "/x", body, {})
+    finally:
+        p.close()
+    for body, request in zip(bodies, fake_llm.requests, strict=True):
+        assert request.json == body
+        sent = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        assert int(request.headers["Content-Length"]) == len(sent)
+    assert sum(1 for v in encoded if v is system) == 1  # once, for three bodies
+    assert sum(1 for v in encoded if v is tool) == 1
+    assert sum(1 for v in encoded if v is fresh) == 3  # not a Wire: written every time
+    with pytest.raises(ValueError, match="JSON compliant"):  # NaN in a kept part: refused
+        p._encode({"messages": [Wire(role="user", content=float("nan"))]})
