@@ -166,4 +166,9 @@ def default_counter(model: str | None = None) -> TokenCounter:
         exact = tiktoken_counter(model.partition(":")[2])
         if exact is not None:
             return exact
-    return EstimateCounter()
+    return _ESTIMATE
+
+
+#: The estimate every run without tiktoken counts with: one per process, so the counts
+#: it keeps of the tools' specs (``count_tools``) serve every run, as tiktoken's do.
+_ESTIMATE = EstimateCounter()

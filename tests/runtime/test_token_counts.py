@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from agentweb.runtime.gateway import ToolSpec
 from agentweb.runtime.tokens import EstimateCounter
 
@@ -65,3 +67,27 @@ def test_a_missing_tiktoken_is_looked_for_once_per_model(monkeypatch) -> None:
     assert looked == ["tiktoken"]
     tokens.default_counter("openai:gpt-4.1")
     assert len(looked) == 2  # another model is asked for once
+
+
+def test_the_estimate_is_one_counter_whose_tool_counts_serve_every_run():
+    """Runs without tiktoken (another provider, an unknown model) share one estimate, so a
+    tool's count is made once per process, not once per run."""
+    from agentweb.runtime import tokens
+    from agentweb.runtime.gateway import ToolSpec
+
+    first, second = tokens.default_counter("anthropic:x"), tokens.default_counter(None)
+    assert first is second
+    assert isinstance(first, tokens.EstimateCounter)
+    spec = ToolSpec("lookup", "Find an order.", {"type": "object", "properties": {}})
+    counted: list[object] = []
+    real = type(first)._count_tool
+
+    def counting(self: object, t: ToolSpec) -> int:
+        counted.append(t)
+        return real(self, t)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(type(first), "_count_tool", counting)
+        totals = {tokens.default_counter(None).count_tools([spec]) for _ in range(3)}
+    assert len(totals) == 1 and totals.pop() > 0
+    assert counted == [spec]  # a new spec: counted at the first run, kept for the others
