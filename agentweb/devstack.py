@@ -36,6 +36,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -511,13 +512,19 @@ def cmd_run(port: int) -> int:
                 _manage(env, "migrate", "--noinput", "-v", "2" if VERBOSE else "0")
                 _manage(env, "seed_demo", *([] if VERBOSE else ["-v", "0"]))
                 children = _start_children(env, port)
+                answered = _wait_for_web(port, children[0])
                 extra = {"url": f"http://127.0.0.1:{port}/"}
                 if redis_dir:
                     extra["redis_dir"] = redis_dir
                 write_env_file(env, extra)
+                ready = (
+                    f"ready in {time.monotonic() - started:.0f}s"
+                    if answered
+                    else f"the web did not answer within {WEB_READY_SECONDS:.0f}s; see above"
+                )
                 print(
                     f"[agentweb] running at http://127.0.0.1:{port}/ "
-                    f"(ready in {time.monotonic() - started:.0f}s) · log in as operator, "
+                    f"({ready}) · log in as operator, "
                     f"approver or admin, password {env['AGENTWEB_DEMO_PASSWORD']} · "
                     "Ctrl-C stops everything",
                     flush=True,
@@ -618,6 +625,27 @@ def _start_children(env: dict[str, str], port: int) -> list[Child]:
     for child in children:
         child.start()
     return children
+
+
+#: How long ``make run`` waits for the web to answer before it says where it runs.
+WEB_READY_SECONDS = 60.0
+
+
+def _wait_for_web(port: int, web: Child) -> bool:
+    """Wait until the web answers ``/healthz`` (Daphne binds its port a moment after it
+    starts: a link followed at once was refused); False after ``WEB_READY_SECONDS`` or
+    when the web exited (the supervisor then says why and starts it again)."""
+    url = f"http://127.0.0.1:{port}/healthz"
+    deadline = time.monotonic() + WEB_READY_SECONDS
+    while time.monotonic() < deadline:
+        if web.proc is not None and web.proc.poll() is not None:
+            return False
+        # refused, reset, a 503 (HTTPError is an OSError): not yet
+        with contextlib.suppress(OSError), urllib.request.urlopen(url, timeout=2) as response:
+            if response.status == 200:
+                return True
+        time.sleep(0.1)
+    return False
 
 
 def cmd_exec(argv: list[str]) -> int:

@@ -77,6 +77,17 @@ def _wait_for_login_page(port: int, proc: subprocess.Popen[bytes], log: Path) ->
     raise AssertionError(f"no login page in 180 s:\n{log.read_text()}")
 
 
+def _wait_for_line(log: Path, text: str, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise AssertionError(f"the stack exited with {proc.returncode}:\n{log.read_text()}")
+        if text in log.read_text():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"no {text!r} in 180 s:\n{log.read_text()}")
+
+
 def _wait_for_env_file(var: Path) -> dict[str, str]:
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -261,7 +272,9 @@ def test_make_run_on_the_machines_services_and_a_signal_to_make_stops_it_all(
     log = tmp_path / "make.log"
     make = _start_make(env, log)
     try:
-        _wait_for_login_page(port, make, log)
+        # Where it runs is said once the web answers: a link followed at once works.
+        _wait_for_line(log, "running at", make)
+        assert httpx.get(f"http://127.0.0.1:{port}/accounts/login/", timeout=10).status_code == 200
         values = _wait_for_env_file(var)
         assert values["DATABASE_URL"] == machine_database
         assert values["DEBUG"] == "1"
