@@ -49,6 +49,14 @@ _CHILDREN: tuple[tuple[str, type[models.Model]], ...] = (
     ("payments", Payment),
     ("shipments", Shipment),
 )
+
+
+def _filled(template: tuple[Any, ...], stand_in: str, value: Any) -> list[Any]:
+    """The parameters of a query compiled once (``_order_query``, ``_item_query``,
+    ``_kb_query``), ``value`` where the compiled query had ``stand_in``."""
+    return [value if p == stand_in else p for p in template]
+
+
 #: Stands for the order's number while the queries are compiled (``_order_query``).
 _ANY_NUMBER = "\x00number\x00"
 
@@ -61,7 +69,6 @@ def _order_query() -> tuple[str, tuple[Any, ...], tuple[list[str], ...]]:
     goes; and the columns each returns (the order's and the customer's for the first).
     Compiling these cost a call more time than PostgreSQL took to answer them."""
     first = Order.objects.select_related("customer").filter(number=_ANY_NUMBER)
-    assert first.query.select_related == {"customer": {}}
     queries = [first] + [
         model._default_manager.filter(order__number=_ANY_NUMBER) for _, model in _CHILDREN
     ]
@@ -83,8 +90,7 @@ def _read_order(order_id: str) -> Order:
     with connection.cursor() as cursor:
         if isinstance(cursor.cursor, psycopg.ClientCursor):
             sql, template, columns = _order_query()
-            number = normalise_code(order_id)
-            cursor.execute(sql, [number if p == _ANY_NUMBER else p for p in template])
+            cursor.execute(sql, _filled(template, _ANY_NUMBER, normalise_code(order_id)))
             found = cursor.fetchall()
             if found:
                 split = len(columns[0])
@@ -281,7 +287,7 @@ def check_inventory(sku: str) -> dict[str, Any]:
     code = normalise_code(sku)
     sql, template, names = _item_query()
     with connection.cursor() as cursor:
-        cursor.execute(sql, [code if p == _ANY_SKU else p for p in template])
+        cursor.execute(sql, _filled(template, _ANY_SKU, code))
         row = cursor.fetchone()
     item = None if row is None else InventoryItem.from_db(connection.alias, names, row)
     if item is None:
@@ -369,7 +375,7 @@ def search_kb(query: str) -> dict[str, Any]:
     words = " or ".join(terms)
     sql, template = _kb_query()
     with connection.cursor() as cursor:
-        cursor.execute(sql, [words if p == _WORDS else p for p in template])
+        cursor.execute(sql, _filled(template, _WORDS, words))
         found = cursor.fetchall()
     rows = [
         SimpleNamespace(
