@@ -62,9 +62,9 @@ def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[N
     yield
     from django.db import connections
 
-    from agentweb.runs import engine
+    from agentweb.runs import leases
 
-    engine._leases.close()
+    leases.keeper.close()
     for conn in connections.all(initialized_only=True):
         close_pool = getattr(conn, "close_pool", None)
         if callable(close_pool):

@@ -13,13 +13,11 @@ leaves nothing behind but a model call and reads to do again.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import json
 import logging
 import os
 import socket
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -31,7 +29,16 @@ from django.db import DatabaseError, connection, models, transaction
 from django.utils import timezone
 
 from agentweb import dbpool
-from agentweb.runs import delegation, forks, lifecycle, loading, publish, store, versions
+from agentweb.runs import (
+    delegation,
+    forks,
+    leases,
+    lifecycle,
+    loading,
+    publish,
+    store,
+    versions,
+)
 from agentweb.runs.batch import Batch
 from agentweb.runs.faults import crash_point
 from agentweb.runs.journal import DbJournal
@@ -58,204 +65,6 @@ class LeaseLost(Exception):
     """Another worker took the run over; stop without writing anything."""
 
 
-class _Held:
-    """One held run: its id, and the flags the keeper sets: its lease was lost, a cancel
-    was asked; ``locked`` once the keeper's session holds the run's advisory lock;
-    ``released`` once the run's thread let it go (its lock is then not taken any more)."""
-
-    __slots__ = ("cancel", "locked", "lost", "released", "run_id")
-
-    def __init__(self, run_id: int) -> None:
-        self.run_id = run_id
-        self.lost = threading.Event()
-        self.cancel = threading.Event()
-        self.locked = False
-        self.released = False
-
-
-#: How often the keeper looks for cancel requests of the runs it holds (one query for
-#: all of them), so a cancel lands within about this long plus the transport's poll.
-CANCEL_POLL_SECONDS = 0.5
-
-
-class _LeaseKeeper:
-    """One thread per worker process renews the leases of every run the process holds,
-    in one UPDATE per beat, while the runs' threads are busy in model or tool calls.
-    A lease that could not be renewed (another worker took the run over) is reported
-    lost, and that run's thread stops at its next step boundary. The same thread
-    notices cancel requests (every ``CANCEL_POLL_SECONDS``): the run's model call is
-    abandoned at once and no tool of that step runs.
-
-    The keeper has a PostgreSQL session of its own, outside the process's pool: under
-    load the pool's connections were all lent to run threads and tool calls, the
-    keeper's renewal waited for one (up to the pool's timeout, then failed, beat after
-    beat) and leases ran out under live workers, whose runs were then taken over and
-    their steps paid for again. That session also holds an advisory lock on each held
-    run (``lifecycle.RUN_LOCK_SPACE``): while this process lives nobody takes its runs
-    over, even if a renewal comes late (``lifecycle.claim`` and the sweep check the lock);
-    a process that dies loses the session and its locks. The lock is taken as the run is
-    held, before its first step (taking it in the keeper's thread instead let a starved
-    keeper leave a run unlocked past its lease: a sweep then sent it again)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._held: dict[str, _Held] = {}  # lease owner -> its flags
-        self._thread: threading.Thread | None = None
-        self._pid = 0
-        self._db_lock = threading.Lock()  # one user of the session at a time
-        self._db: Any = None  # psycopg.Connection, autocommit
-        self._inherited: list[Any] = []  # a parent's session after a fork: never closed here
-
-    def hold(self, run_id: int, owner: str) -> _Held:
-        held = _Held(run_id)
-        with self._lock:
-            self._held[owner] = held
-            if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
-                if self._pid != os.getpid() and self._db is not None:
-                    self._inherited.append(self._db)  # its socket is the parent's
-                    self._db = None
-                self._pid = os.getpid()
-                self._thread = threading.Thread(target=self._beat, name="lease-keeper", daemon=True)
-                self._thread.start()
-        # Taken before the run goes on: a keeper starved from then on (a busy machine)
-        # still holds the run against a sweep or a claim once the lease runs out.
-        self._take_locks([held])
-        return held
-
-    def release(self, owner: str) -> None:
-        with self._lock:
-            held = self._held.pop(owner, None)
-        if held is None:
-            return
-        # Under the session's lock: the keeper's beat may be retrying this run's lock right
-        # now; it either sees ``released`` and does not, or has taken it and it is let go
-        # here (no lock is left behind for a run nobody holds).
-        with self._db_lock:
-            held.released = True
-            if held.locked:
-                self._query_locked(
-                    "SELECT pg_advisory_unlock(%s, %s)",
-                    [lifecycle.RUN_LOCK_SPACE, lifecycle.run_lock_key(held.run_id)],
-                )
-                held.locked = False
-
-    # -- the keeper's own session ------------------------------------------------------------
-
-    def _query(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]] | None:
-        """Rows of one statement on the keeper's session (connected when needed), or None
-        when PostgreSQL could not be reached (the session is dropped: its locks are gone,
-        they are taken again on the next connection)."""
-        with self._db_lock:
-            return self._query_locked(sql, params)
-
-    def _query_locked(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]] | None:
-        """``_query`` for a caller that holds ``_db_lock``."""
-        try:
-            if self._db is None or self._db.closed:
-                fresh = True
-                params_db = dict(connection.get_connection_params())
-                params_db.pop("cursor_factory", None)
-                self._db = psycopg.connect(**params_db, autocommit=True)
-            else:
-                fresh = False
-            if fresh:
-                with self._lock:
-                    for flags in self._held.values():
-                        flags.locked = False
-            cursor = self._db.execute(sql, params)
-            return cursor.fetchall() if cursor.description else []
-        except psycopg.Error:
-            log.warning("lease keeper: PostgreSQL is not answering", exc_info=True)
-            if self._db is not None:
-                with contextlib.suppress(Exception):
-                    self._db.close()
-            self._db = None
-            return None
-
-    def close(self) -> None:
-        """Let the session go now, with its locks (a test database about to be dropped;
-        the keeper closes it by itself only a poll after its last run)."""
-        with self._db_lock:
-            if self._db is not None:
-                with contextlib.suppress(Exception):
-                    self._db.close()
-                self._db = None
-            with self._lock:
-                for flags in self._held.values():
-                    flags.locked = False
-
-    def _close_if_idle(self) -> None:
-        """Holding no run, the keeper lets its session go (a worker with nothing to do
-        keeps no connection); the next ``hold`` connects again."""
-        with self._db_lock:
-            with self._lock:
-                if self._held:
-                    return
-            if self._db is not None:
-                with contextlib.suppress(Exception):
-                    self._db.close()
-                self._db = None
-
-    def _take_locks(self, runs: list[_Held]) -> None:
-        for flags in runs:
-            with self._db_lock:
-                if flags.released:  # the run's thread is done with it already
-                    continue
-                rows = self._query_locked(
-                    "SELECT pg_try_advisory_lock(%s, %s)",
-                    [lifecycle.RUN_LOCK_SPACE, lifecycle.run_lock_key(flags.run_id)],
-                )
-                # False: another session still holds it (a worker that let the run go an
-                # instant ago and unlocks now): tried again at the next beat.
-                flags.locked = bool(rows and rows[0][0])
-
-    def _beat(self) -> None:
-        interval = max(0.5, settings.AGENTWEB_LEASE_SECONDS / 3)
-        next_renewal = time.monotonic() + interval
-        while True:
-            time.sleep(CANCEL_POLL_SECONDS)
-            with self._lock:
-                held = dict(self._held)
-            if not held:
-                self._close_if_idle()
-                continue
-            unlocked = [flags for flags in held.values() if not flags.locked]
-            if unlocked:
-                self._take_locks(unlocked)
-            self._look_for_cancels(held)
-            if time.monotonic() < next_renewal:
-                continue
-            next_renewal = time.monotonic() + interval
-            rows = self._query(
-                "UPDATE runs_run SET lease_expires_at = %s "
-                "WHERE lease_owner = ANY(%s) AND status = %s RETURNING lease_owner",
-                [timezone.now() + lifecycle.lease(), list(held), Run.Status.RUNNING],
-            )
-            if rows is None:  # the database is away: the leases may lapse; retry next beat
-                continue
-            kept = {row[0] for row in rows}
-            for owner, flags in held.items():
-                if owner not in kept:
-                    with self._lock:
-                        still_held = owner in self._held
-                    if still_held:  # not a run that just finished or paused
-                        flags.lost.set()
-
-    def _look_for_cancels(self, held: dict[str, _Held]) -> None:
-        waiting = [owner for owner, flags in held.items() if not flags.cancel.is_set()]
-        if not waiting:
-            return
-        rows = self._query(
-            "SELECT lease_owner FROM runs_run WHERE lease_owner = ANY(%s) AND cancel_requested",
-            [waiting],
-        )
-        for (owner,) in rows or ():
-            held[owner].cancel.set()
-
-
-_leases = _LeaseKeeper()
-
-
 def execute_run(run_id: int, on_claimed: Callable[[str], None] | None = None) -> str | None:
     """Claim and advance a run until it finishes, fails, is cancelled or needs a human.
     ``on_claimed(trace_id)`` is called once the run is ours (the task's log lines).
@@ -270,7 +79,7 @@ def execute_run(run_id: int, on_claimed: Callable[[str], None] | None = None) ->
     if on_claimed is not None:
         on_claimed(run.trace_id)
     publish.run_status_now(run_id, Run.Status.RUNNING)  # the steps tell only changes
-    held = _leases.hold(run_id, owner)
+    held = leases.keeper.hold(run_id, owner)
     try:
         return _drive(run, owner, held)
     except LeaseLost:
@@ -280,7 +89,7 @@ def execute_run(run_id: int, on_claimed: Callable[[str], None] | None = None) ->
         log.exception("run %s: unexpected error", run_id)
         return _after_crash(run_id, owner, exc)
     finally:
-        _leases.release(owner)
+        leases.keeper.release(owner)
 
 
 MAX_ATTEMPTS = 3
@@ -317,7 +126,7 @@ def journal_for(run: Run) -> DbJournal:
     return DbJournal(run, tool_of=tool_of, risk_of=risk)
 
 
-def _drive(run: Run, owner: str, held: _Held) -> str:
+def _drive(run: Run, owner: str, held: leases.Held) -> str:
     # The budget check's first look: the profile's own budget, as the claim just read it.
     live = run.agent
     run.__dict__[loading.CLAIMED_PROFILE] = (live.pk, live.name, live.budget)

@@ -143,7 +143,7 @@ def main() -> int:
         call_command("seed_demo", stdout=quiet)
 
     from agentweb.budgets import check
-    from agentweb.runs import actions, batch, engine, lifecycle, queue, store, versions
+    from agentweb.runs import actions, batch, engine, leases, lifecycle, queue, store, versions
     from agentweb.runtime import loop, turns
     from agentweb.runtime import openai as openai_model
 
@@ -161,7 +161,7 @@ def main() -> int:
         (lifecycle, "claim_and_read", "claim, with the run's read"),
         (engine, "build_agent", "agent built"),
         (versions, "profile_for_run", "profile version"),
-        (engine._LeaseKeeper, "hold", "lease held (advisory lock)"),
+        (leases.LeaseKeeper, "hold", "lease held (advisory lock)"),
         (turns.Turns, "resume", "tool calls"),
     ]:
         timed(owner, name, label)

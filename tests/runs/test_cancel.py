@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentweb.runs import actions, agents, engine
+from agentweb.runs import actions, agents, engine, leases
 from agentweb.runs.models import Run, RunEvent, ToolExecution
 from agentweb.runtime.openai import OpenAIChatModel
 from agentweb.runtime.providers import Provider
@@ -84,7 +84,7 @@ def test_a_reply_that_comes_with_the_cancel_runs_no_tool(people, scripted, enque
 
     def reply(messages: Any, tools: Any) -> Any:
         actions.do_request_cancel(Run.objects.get(pk=run.pk), people["operator"])
-        time.sleep(engine.CANCEL_POLL_SECONDS * 3)  # the worker has noticed by now
+        time.sleep(leases.CANCEL_POLL_SECONDS * 3)  # the worker has noticed by now
         return call("note", customer_id="C1", text="never")
 
     scripted.enqueue(reply)

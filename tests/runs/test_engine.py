@@ -10,7 +10,7 @@ import pytest
 from django.db import connection, transaction
 from django.utils import timezone
 
-from agentweb.runs import actions, engine, lifecycle, store
+from agentweb.runs import actions, engine, leases, lifecycle, store
 from agentweb.runs.models import Approval, AuditEntry, Run, RunEvent, ToolExecution
 from agentweb.runtime.events import misfit
 from agentweb.runtime.messages import ToolMessage
@@ -509,7 +509,7 @@ def test_the_start_up_sweep_leaves_no_connection_open(transactional_db, enqueued
 
 
 def test_the_lease_keeper_lets_its_session_go_once_it_holds_no_run(transactional_db) -> None:
-    keeper = engine._LeaseKeeper()
+    keeper = leases.LeaseKeeper()
 
     def sessions() -> int:
         with connection.cursor() as cursor:

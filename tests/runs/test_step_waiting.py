@@ -17,7 +17,7 @@ import pytest
 from django.db import connection
 
 from agentweb.budgets.models import DailySpend
-from agentweb.runs import actions, engine, faults, waiting
+from agentweb.runs import actions, engine, faults, leases, waiting
 from agentweb.runs.models import AgentProfile, Run, RunEvent, ToolExecution
 from agentweb.runtime.messages import Message, ToolMessage
 from agentweb.runtime.testing import call
@@ -217,7 +217,7 @@ def test_a_cancel_stores_the_steps_that_waited_with_the_cancellation(
         if done < 2:
             return call("lookup", order_id=READS[done])
         actions.do_request_cancel(Run.objects.get(pk=run_ids[0]), people["operator"])
-        time.sleep(engine.CANCEL_POLL_SECONDS + 0.3)  # the keeper's poll notices it
+        time.sleep(leases.CANCEL_POLL_SECONDS + 0.3)  # the keeper's poll notices it
         return "Done."
 
     scripted.enqueue(*[reply] * 3)
