@@ -76,27 +76,31 @@ def do_create_run(
             task = ticket.as_task()
     if mode not in Run.Mode.values:
         raise ActionError(f"unknown mode {mode!r}; one of {', '.join(Run.Mode.values)}")
+    fields = {
+        "task": task,
+        "agent": agent,
+        "agent_version": versions.current(agent).n,
+        "mode": mode,
+        "model": agent.model or settings.AGENTWEB_MODEL,
+        "ticket": ticket,
+        "created_by": user,
+    }
+    if ticket is None or mode == Run.Mode.DRY:
+        # Nothing to check against other runs: the INSERT is the whole transaction, and
+        # PostgreSQL commits it as it answers (no BEGIN and COMMIT round trips of their
+        # own between the run's creation and the worker's wake-up, sent as it commits).
+        return lifecycle.create(**fields)
     with transaction.atomic():
-        if ticket is not None and mode != Run.Mode.DRY:
-            # One active run per ticket: the ticket's row lock orders simultaneous starts.
-            Ticket.objects.select_for_update().filter(pk=ticket.pk).first()
-            active = active_run_for_ticket(ticket.pk)
-            if active is not None:
-                raise TicketBusy(
-                    f"ticket {ticket.pk} already has run {active} in progress; follow or "
-                    "cancel it before starting another",
-                    extra={"active_run": active},
-                )
-        run = lifecycle.create(
-            task=task,
-            agent=agent,
-            agent_version=versions.current(agent).n,
-            mode=mode,
-            model=agent.model or settings.AGENTWEB_MODEL,
-            ticket=ticket,
-            created_by=user,
-        )
-    return run
+        # One active run per ticket: the ticket's row lock orders simultaneous starts.
+        Ticket.objects.select_for_update().filter(pk=ticket.pk).first()
+        active = active_run_for_ticket(ticket.pk)
+        if active is not None:
+            raise TicketBusy(
+                f"ticket {ticket.pk} already has run {active} in progress; follow or "
+                "cancel it before starting another",
+                extra={"active_run": active},
+            )
+        return lifecycle.create(**fields)
 
 
 def active_run_for_ticket(ticket_id: int) -> int | None:

@@ -137,3 +137,56 @@ def test_a_broker_that_fails_as_a_run_is_started_fails_nothing(
     broker.start()
     assert actions.do_requeue_stale_runs() == [run.pk]
     assert sent_runs(broker) == [run.pk]
+
+
+def test_a_run_without_a_ticket_is_committed_by_its_insert_before_the_wake_up(
+    people: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Starting a run with no ticket checks nothing against other runs: its INSERT is its
+    whole transaction (no BEGIN and COMMIT round trips of Django's), and the worker is
+    woken once the row is there for any session to read. A ticket's start still takes
+    the ticket's lock and commits once."""
+    import psycopg
+    from django.db import connection, connections
+
+    from agentweb.runs import queue
+    from agentweb.tickets.models import Ticket
+
+    params = dict(connection.get_connection_params())
+    params.pop("cursor_factory", None)
+    other = psycopg.connect(**params, autocommit=True)
+    seen: list[tuple[int, object]] = []
+
+    def send(task: str, run_id: int) -> None:  # what the worker would read
+        row = other.execute("SELECT status FROM runs_run WHERE id = %s", [run_id]).fetchone()
+        seen.append((run_id, row[0] if row else None))
+
+    commits: list[bool] = []
+    wrapper = connections["default"]
+    real_commit = wrapper.commit
+
+    def commit() -> None:
+        commits.append(True)
+        real_commit()
+
+    monkeypatch.setattr(queue, "send", send)
+    # The profile's first run records its version 1 (a transaction of its own).
+    actions.do_create_run(user=people["operator"], task="First")
+    seen.clear()
+    monkeypatch.setattr(wrapper, "commit", commit)
+    try:
+        run = actions.do_create_run(user=people["operator"], task="Where is order A1001?")
+        assert seen == [(run.pk, Run.Status.QUEUED)]
+        assert commits == []  # PostgreSQL committed the INSERT as it answered
+        dry = actions.do_create_run(user=people["operator"], task="Try it", mode=Run.Mode.DRY)
+        assert seen[-1] == (dry.pk, Run.Status.QUEUED) and commits == []
+
+        ticket = Ticket.objects.create(subject="Parcel late", status="open")
+        on_ticket = actions.do_create_run(user=people["operator"], task="", ticket_id=ticket.pk)
+        assert seen[-1] == (on_ticket.pk, Run.Status.QUEUED)
+        assert commits == [True]  # the ticket's lock and the INSERT, one transaction
+        with pytest.raises(actions.TicketBusy):
+            actions.do_create_run(user=people["operator"], task="", ticket_id=ticket.pk)
+        assert len(seen) == 3
+    finally:
+        other.close()
