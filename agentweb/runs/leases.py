@@ -29,6 +29,11 @@ log = logging.getLogger(__name__)
 #: How often the keeper looks for cancel requests of the runs it holds (one query for
 #: all of them), so a cancel lands within about this long plus the transport's poll.
 CANCEL_POLL_SECONDS = 0.5
+#: How long the keeper keeps its session once it holds no run: runs that follow each other
+#: (a queue worked through, a person starting one run after another) find it connected;
+#: a new session is a new PostgreSQL backend, a few milliseconds before the run's first
+#: step.
+IDLE_SECONDS = 10.0
 
 _TRY_LOCK = "SELECT pg_try_advisory_lock(%s, %s)"
 _TRY_LOCK_WIRE = b"SELECT pg_try_advisory_lock($1::int, $2::int)"
@@ -83,11 +88,14 @@ class LeaseKeeper:
         self._db: Any = None  # psycopg.Connection, autocommit
         self._asked: Held | None = None  # its lock asked for, the answer not read yet
         self._inherited: list[Any] = []  # a parent's session after a fork: never closed here
+        self.idle_seconds = IDLE_SECONDS
+        self._last_held = 0.0  # monotonic: when a run was last held
 
     def hold(self, run_id: int, owner: str) -> Held:
         held = Held(run_id)
         with self._lock:
             self._held[owner] = held
+            self._last_held = time.monotonic()
             if self._thread is None or self._pid != os.getpid() or not self._thread.is_alive():
                 if self._pid != os.getpid() and self._db is not None:
                     self._inherited.append(self._db)  # its socket is the parent's
@@ -103,6 +111,7 @@ class LeaseKeeper:
     def release(self, owner: str) -> None:
         with self._lock:
             held = self._held.pop(owner, None)
+            self._last_held = time.monotonic()
         if held is None:
             return
         # Under the session's lock: the keeper's beat may be retrying this run's lock right
@@ -173,7 +182,7 @@ class LeaseKeeper:
             key = [str(lifecycle.RUN_LOCK_SPACE), str(lifecycle.run_lock_key(flags.run_id))]
             pgconn.send_query_params(_TRY_LOCK_WIRE, [k.encode() for k in key])
             while pgconn.flush():  # a non-blocking session: the rest when it can take it
-                select.select([], [pgconn.socket], [])
+                _wait(pgconn.socket, select.POLLOUT)
             self._asked = flags
         except (psycopg.Error, OSError):
             self._lost_session()
@@ -190,7 +199,7 @@ class LeaseKeeper:
             while True:
                 pgconn.consume_input()
                 if pgconn.is_busy():
-                    select.select([pgconn.socket], [], [])
+                    _wait(pgconn.socket, select.POLLIN)
                     continue
                 result = pgconn.get_result()
                 if result is None:
@@ -221,11 +230,11 @@ class LeaseKeeper:
                     flags.locked = False
 
     def _close_if_idle(self) -> None:
-        """Holding no run, the keeper lets its session go (a worker with nothing to do
-        keeps no connection); the next ``hold`` connects again."""
+        """Holding no run for ``idle_seconds``, the keeper lets its session go (a worker
+        with nothing to do keeps no connection); the next ``hold`` connects again."""
         with self._db_lock:
             with self._lock:
-                if self._held:
+                if self._held or time.monotonic() - self._last_held < self.idle_seconds:
                     return
             if self._db is not None:
                 with contextlib.suppress(Exception):
@@ -286,6 +295,14 @@ class LeaseKeeper:
         )
         for (owner,) in rows or ():
             held[owner].cancel.set()
+
+
+def _wait(fd: int, event: int) -> None:
+    """Until ``fd`` is ready for ``event`` (``poll``: any descriptor number, where
+    ``select`` takes none past 1023)."""
+    poller = select.poll()
+    poller.register(fd, event | select.POLLERR | select.POLLHUP)
+    poller.poll()
 
 
 keeper = LeaseKeeper()
