@@ -545,14 +545,17 @@ class _DeltaPublisher:
 
     The stored ``model_called`` event that follows replaces it. Each message carries only
     the text since the previous one and its ``offset`` in the reply (a viewer's cost grows
-    with the reply, not with its square)."""
+    with the reply, not with its square). The first goes out once the call has taken
+    ``interval``: a reply streamed faster than that is shown by its stored event, which
+    follows within milliseconds, and a preview of it would be a message for nothing to
+    every viewer (and a publish competing with the run's thread)."""
 
     def __init__(self, run_id: int, interval: float = 0.05) -> None:
         self.group = publish.run_group(run_id)
         self.interval = interval
         self.buffer: list[str] = []
         self.sent = 0  # characters already sent
-        self.last = 0.0
+        self.last = time.monotonic()  # the call's start
 
     def __call__(self, text: str) -> None:
         self.buffer.append(text)

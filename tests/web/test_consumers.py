@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from typing import Any
 
 import pytest
@@ -169,6 +170,31 @@ def test_the_engine_sends_each_character_of_a_reply_once() -> None:
     assert sum(len(m["text"]) for m in sent) == len(reply)
     offsets = [m["offset"] for m in sent]
     assert offsets == sorted(offsets) and offsets[0] == 0
+
+
+def test_a_reply_streamed_faster_than_the_interval_sends_no_preview() -> None:
+    """Its stored event follows within milliseconds; a reply still streaming after the
+    interval shows everything so far, then what came since."""
+    from unittest import mock
+
+    from agentweb.runs import engine
+
+    sent: list[dict] = []
+    with mock.patch.object(publish, "send_now", lambda group, message: sent.append(message)):
+        quick = engine._DeltaPublisher(7, interval=0.2)
+        for piece in ("Order ", "A1001 ", "is on record."):
+            quick(piece)
+        assert sent == []
+        slow = engine._DeltaPublisher(7, interval=0.05)
+        slow("Hel")
+        time.sleep(0.06)  # a model that takes its time
+        slow("lo")
+        time.sleep(0.06)
+        slow(" there")
+    assert sent == [
+        {"type": "run.delta", "offset": 0, "text": "Hello"},
+        {"type": "run.delta", "offset": 5, "text": " there"},
+    ]
 
 
 async def test_it_refuses_anonymous_connections(setup_run: dict) -> None:
