@@ -149,9 +149,9 @@ class LeaseKeeper:
                     flags.locked = False
         return self._db
 
-    def _lost_session(self) -> None:
-        """The session broke: its locks are gone with it (taken again on the next one)."""
-        log.warning("lease keeper: PostgreSQL is not answering", exc_info=True)
+    def _drop_session(self) -> None:
+        """Close the session: its locks go with it (taken again on the next one). The
+        caller holds ``_db_lock``."""
         if self._db is not None:
             with contextlib.suppress(Exception):
                 self._db.close()
@@ -160,6 +160,10 @@ class LeaseKeeper:
         with self._lock:
             for flags in self._held.values():
                 flags.locked = False
+
+    def _lost_session(self) -> None:
+        log.warning("lease keeper: PostgreSQL is not answering", exc_info=True)
+        self._drop_session()
 
     def _query_locked(self, sql: str, params: list[Any]) -> list[tuple[Any, ...]] | None:
         """``_query`` for a caller that holds ``_db_lock``."""
@@ -218,16 +222,9 @@ class LeaseKeeper:
 
     def close(self) -> None:
         """Let the session go now, with its locks (a test database about to be dropped;
-        the keeper closes it by itself only a poll after its last run)."""
+        the keeper closes it by itself only after ``idle_seconds`` without a run)."""
         with self._db_lock:
-            if self._db is not None:
-                with contextlib.suppress(Exception):
-                    self._db.close()
-                self._db = None
-            self._asked = None
-            with self._lock:
-                for flags in self._held.values():
-                    flags.locked = False
+            self._drop_session()
 
     def _close_if_idle(self) -> None:
         """Holding no run for ``idle_seconds``, the keeper lets its session go (a worker
@@ -236,11 +233,7 @@ class LeaseKeeper:
             with self._lock:
                 if self._held or time.monotonic() - self._last_held < self.idle_seconds:
                     return
-            if self._db is not None:
-                with contextlib.suppress(Exception):
-                    self._db.close()
-                self._db = None
-            self._asked = None
+            self._drop_session()
 
     def _take_locks(self, runs: list[Held]) -> None:
         for flags in runs:
