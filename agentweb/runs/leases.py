@@ -35,8 +35,7 @@ CANCEL_POLL_SECONDS = 0.5
 #: step.
 IDLE_SECONDS = 10.0
 
-_TRY_LOCK = "SELECT pg_try_advisory_lock(%s, %s)"
-_TRY_LOCK_WIRE = b"SELECT pg_try_advisory_lock($1::int, $2::int)"
+_TRY_LOCK = b"SELECT pg_try_advisory_lock($1::int, $2::int)"
 
 
 class Held:
@@ -143,10 +142,7 @@ class LeaseKeeper:
             params_db = dict(connection.get_connection_params())
             params_db.pop("cursor_factory", None)
             self._db = psycopg.connect(**params_db, autocommit=True)
-            self._asked = None
-            with self._lock:
-                for flags in self._held.values():
-                    flags.locked = False
+            self._forget_locks()
         return self._db
 
     def _drop_session(self) -> None:
@@ -156,6 +152,10 @@ class LeaseKeeper:
             with contextlib.suppress(Exception):
                 self._db.close()
         self._db = None
+        self._forget_locks()
+
+    def _forget_locks(self) -> None:
+        """The session is new or gone: it holds no lock and no answer is pending."""
         self._asked = None
         with self._lock:
             for flags in self._held.values():
@@ -184,7 +184,7 @@ class LeaseKeeper:
             self._read_answer()
             pgconn = self._session().pgconn
             key = [str(lifecycle.RUN_LOCK_SPACE), str(lifecycle.run_lock_key(flags.run_id))]
-            pgconn.send_query_params(_TRY_LOCK_WIRE, [k.encode() for k in key])
+            pgconn.send_query_params(_TRY_LOCK, [k.encode() for k in key])
             while pgconn.flush():  # a non-blocking session: the rest when it can take it
                 _wait(pgconn.socket, select.POLLOUT)
             self._asked = flags
@@ -241,10 +241,8 @@ class LeaseKeeper:
                 self._read_answer()  # perhaps the one this run's thread asked for
                 if flags.released or flags.locked:
                     continue
-                rows = self._query_locked(
-                    _TRY_LOCK, [lifecycle.RUN_LOCK_SPACE, lifecycle.run_lock_key(flags.run_id)]
-                )
-                flags.locked = bool(rows and rows[0][0])
+                self._ask_lock(flags)
+                self._read_answer()
 
     def _beat(self) -> None:
         interval = max(0.5, settings.AGENTWEB_LEASE_SECONDS / 3)
