@@ -59,8 +59,7 @@ class _Converting(NamedTuple):
 
 
 class _Plan(NamedTuple):
-    compiler: Any  # the ORM's SQLCompiler, kept for its converters
-    converting: _Converting
+    converting: _Converting  # the ORM's SQLCompiler, kept for its converters
     sql: str
     params: tuple[Any, ...]
     start: int
@@ -79,7 +78,7 @@ def _plan(alias: str) -> _Plan:
     init_list = [col[0].target.attname for col in compiler.select[start:end]]
     populators = get_related_populators(compiler.klass_info, compiler.select, alias)
     converting = _Converting.of(compiler)
-    return _Plan(compiler, converting, sql, tuple(params), start, end, init_list, populators)
+    return _Plan(converting, sql, tuple(params), start, end, init_list, populators)
 
 
 def run_for_worker(run_id: int, alias: str = "default") -> Run:
