@@ -152,6 +152,7 @@ def main() -> int:
         (engine, "_persist", "step's transaction (all)"),
         (engine, "_lock_run", "  row lock (+ BEGIN)"),
         (batch.Batch, "send", "  the step's writes, one execute"),
+        (batch, "_bound", "    statements bound (client)"),
         (store, "append_events", "  events built, hooks"),
         (BaseDatabaseWrapper, "commit", "  COMMIT"),
         (BaseDatabaseWrapper, "run_and_clear_commit_hooks", "  after-commit work"),
