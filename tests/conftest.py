@@ -330,6 +330,18 @@ def worker(
 
 
 @pytest.fixture(autouse=True)
+def _no_version_of_an_earlier_test() -> None:
+    """Each test reads profile versions afresh. The process keeps a version's data by
+    (profile, number), which holds where a version once committed never changes; a test's
+    rolled-back transaction takes its versions with it, and the next test numbers its own
+    from 1 again, so a kept one was an earlier test's (``test_policies`` after
+    ``tests/shop`` ran with the shop tests' policies and paused)."""
+    from agentweb.runs import versions
+
+    versions.forget_kept()
+
+
+@pytest.fixture(autouse=True)
 def _no_run_behind_the_test(request: pytest.FixtureRequest) -> Iterator[None]:
     """A test that does not hold ``worker`` gets nothing run by the session's worker."""
     proc = _STACK.get("worker")

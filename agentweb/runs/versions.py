@@ -132,6 +132,12 @@ _VERSIONS: dict[tuple[int, int], dict[str, Any]] = {}
 _VERSIONS_KEPT = 256
 
 
+def forget_kept() -> None:
+    """Read every version from the database again (for tests, whose rolled-back
+    transactions reuse version numbers)."""
+    _VERSIONS.clear()
+
+
 def _version_data(profile_id: int, n: int) -> dict[str, Any] | None:
     key = (profile_id, n)
     data = _VERSIONS.get(key)
