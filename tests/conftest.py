@@ -315,7 +315,9 @@ def worker(
     from agentweb.runs import queue
 
     monkeypatch.setattr(
-        queue, "send", lambda task, *args: app.send_task(task, args=list(args), queue=STACK_QUEUE)
+        queue,
+        "send",
+        lambda task, *args, **kw: app.send_task(task, args=list(args), queue=STACK_QUEUE, **kw),
     )
     yield _stack_worker
     # Idle twice in a row: a task that ended between the two looks may have sent another.

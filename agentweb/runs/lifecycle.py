@@ -86,7 +86,9 @@ def _apply(run: Run, fields: dict[str, Any]) -> None:
 def create(**fields: Any) -> Run:
     """A new queued run (top-level or a child), enqueued and told to the lists on commit."""
     run = Run.objects.create(**_queued(**fields))
-    queue.enqueue_on_commit(run.pk)  # first: the worker's wake-up is what the run waits for
+    # First: the worker's wake-up is what the run waits for. A child's parent is under way
+    # and waits for it; a top-level run waits behind the runs under way.
+    queue.enqueue_on_commit(run.pk, new=run.parent_id is None)
     publish.run_status_on_commit(run.pk, run.status)
     return run
 

@@ -179,6 +179,12 @@ def main() -> int:
     parser.add_argument("-n", "--runs", type=int, default=500)
     parser.add_argument("--clients", type=int, default=8, help="client threads posting runs")
     parser.add_argument("--approvals", type=int, default=40, help="approval rounds (0: none)")
+    parser.add_argument(
+        "--approvals-in-burst",
+        type=int,
+        default=10,
+        help="approvals decided one at a time while the burst's runs wait in the queue",
+    )
     parser.add_argument("--json", metavar="PATH", help="write a JSON summary here")
     parser.add_argument(
         "--py-spy",
@@ -233,6 +239,11 @@ def main() -> int:
             )
         wait_ended(warm, 180)
 
+        # Runs paused for a person before the burst; decided while it is under way.
+        paused = [post(clients[0], f"Pay order L{i}") for i in range(args.approvals_in_burst)]
+        pending = [pending_approval(conn, run_id) for run_id in paused]
+        in_burst = InBurst(conn, url, approver, list(zip(paused, pending, strict=True)))
+
         # The burst.
         orders: dict[int, str] = {}
         load_before = os.getloadavg()
@@ -240,6 +251,7 @@ def main() -> int:
         spies = _spy(args.py_spy, procs) if args.py_spy else []
         sampler.start()
         started = time.monotonic()
+        in_burst.start()
 
         def client_part(k: int) -> list[tuple[int, str]]:
             out = []
@@ -254,6 +266,7 @@ def main() -> int:
         posted = time.monotonic() - started
         ids = list(orders)
         wait_ended(ids, 1800)
+        in_burst.join()
         wall = time.monotonic() - started
         end_ticks = {name: cpu_ticks(p.proc.pid) or 0 for name, p in procs.items()}
         pg_ms, backends = sampler.stop()
@@ -316,6 +329,9 @@ def main() -> int:
         )
         print(f"  checks: {problems}")
         print(f"  load average before {_load(load_before)}, after {_load(load_after)}")
+        if in_burst.rounds:
+            results["approvals_in_burst"] = in_burst.report()
+            problems_total += in_burst.problems
 
         if args.approvals:
             results["approvals"] = approvals(conn, url, operator, approver, args.approvals)
@@ -331,6 +347,102 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n")
     return 1 if problems_total else 0
+
+
+def pending_approval(conn: psycopg.Connection, run_id: int, timeout: float = 60) -> int | None:
+    """The id of ``run_id``'s pending approval once it has one (None after ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = conn.execute(
+            "SELECT id FROM runs_approval WHERE run_id = %s AND status = 'pending'", (run_id,)
+        ).fetchone()
+        if row:
+            return int(row[0])
+        time.sleep(0.01)
+    return None
+
+
+def tool_started_at(conn: psycopg.Connection, run_id: int, timeout: float = 120) -> float | None:
+    """The epoch of ``run_id``'s stored ``tool_call_started`` once there is one."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        row = conn.execute(
+            "SELECT extract(epoch FROM at) FROM runs_runevent "
+            "WHERE run_id = %s AND type = 'tool_call_started'",
+            (run_id,),
+        ).fetchone()
+        if row:
+            return float(row[0])
+        time.sleep(0.002)
+    return None
+
+
+class InBurst(threading.Thread):
+    """Approvals decided one at a time while the burst's runs wait in the queue: from
+    half a second after the burst began, one every 0.2 s; each from the decide POST to
+    its call's stored ``tool_call_started``, with the burst's runs still queued then."""
+
+    def __init__(
+        self, conn: psycopg.Connection, url: str, approver: str, rounds: list[tuple[int, Any]]
+    ) -> None:
+        super().__init__(daemon=True)
+        self.dsn = conn.info.dsn
+        self.url, self.approver, self.rounds = url, approver, rounds
+        self.ms: list[float] = []
+        self.answer_ms: list[float] = []
+        self.queued: list[int] = []
+        self.problems = 0
+
+    def run(self) -> None:
+        conn = psycopg.connect(self.dsn, autocommit=True)
+        decider = httpx.Client(
+            base_url=self.url, headers={"Authorization": f"Bearer {self.approver}"}, timeout=60
+        )
+        time.sleep(0.5)
+        for run_id, approval_id in self.rounds:
+            if approval_id is None:
+                self.problems += 1
+                continue
+            row = conn.execute("SELECT count(*) FROM runs_run WHERE status = 'queued'").fetchone()
+            sent = time.time()
+            resp = decider.post(
+                f"/api/approvals/{approval_id}/decide", json={"decision": "approve"}
+            )
+            answered = time.time()
+            started_at = tool_started_at(conn, run_id) if resp.status_code == 200 else None
+            if started_at is None:
+                self.problems += 1
+                continue
+            self.ms.append((started_at - sent) * 1000)
+            self.answer_ms.append((answered - sent) * 1000)
+            self.queued.append(int(row[0]) if row else 0)
+            time.sleep(0.2)
+        decider.close()
+        conn.close()
+
+    def report(self) -> dict[str, Any]:
+        out = {
+            "rounds": len(self.ms),
+            "decide_to_tool_call_started_ms": {
+                "p50": round(statistics.median(self.ms), 1) if self.ms else None,
+                "p95": round(pct(self.ms, 95), 1) if self.ms else None,
+                "max": round(max(self.ms), 1) if self.ms else None,
+            },
+            "decide_response_ms": {
+                "p50": round(statistics.median(self.answer_ms), 1) if self.answer_ms else None,
+                "p95": round(pct(self.answer_ms, 95), 1) if self.answer_ms else None,
+            },
+            "runs_queued_at_each_decision": self.queued,
+            "problems": self.problems,
+        }
+        d, r = out["decide_to_tool_call_started_ms"], out["decide_response_ms"]
+        print(
+            f"  approvals decided during the burst ({len(self.ms)}): decide POST -> "
+            f"tool_call_started p50 {d['p50']} ms, p95 {d['p95']} ms, max {d['max']} ms; "
+            f"the decide response alone p50 {r['p50']}, p95 {r['p95']} ms; runs queued at "
+            f"each decision {self.queued}; problems {self.problems}"
+        )
+        return out
 
 
 def approvals(

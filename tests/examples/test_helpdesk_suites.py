@@ -53,7 +53,7 @@ def helpdesk(
     settings.AGENTWEB_TOOLS = ["examples.helpdesk.tools"]
     agents.registry.cache_clear()
     directory.reset()
-    monkeypatch.setattr(queue, "send", lambda task, run_id: None)
+    monkeypatch.setattr(queue, "send", lambda task, run_id, **_: None)
     groups = ensure_roles()
     user = get_user_model().objects.create_user("operator", password="pw-123456789")
     user.groups.add(groups["operator"])

@@ -45,7 +45,7 @@ def api(db: None, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     monkeypatch.setenv("AGENTWEB_DEMO_PASSWORD", "demo-pass-123")
     call_command("seed_demo", stdout=open("/dev/null", "w"))  # noqa: SIM115
-    monkeypatch.setattr(queue, "send", lambda task, run_id: None)  # no broker in this test
+    monkeypatch.setattr(queue, "send", lambda task, run_id, **_: None)  # no broker in this test
     from django.contrib.auth import get_user_model
 
     users = get_user_model().objects

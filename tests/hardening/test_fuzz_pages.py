@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def operator(monkeypatch: pytest.MonkeyPatch) -> Client:
-    monkeypatch.setattr(queue, "send", lambda task, run_id: None)
+    monkeypatch.setattr(queue, "send", lambda task, run_id, **_: None)
     user = User.objects.create_user("operator", password="pw-123456789")
     user.groups.add(ensure_roles()["operator"])
     from agentweb.runs.models import AgentProfile

@@ -187,7 +187,7 @@ def test_queued_runs_whose_messages_a_restarted_redis_lost_are_due_at_once(
     from agentweb.runs.models import Run
 
     sent: list[int] = []
-    monkeypatch.setattr(queue, "send", lambda task, run_id: sent.append(run_id))
+    monkeypatch.setattr(queue, "send", lambda task, run_id, **_: sent.append(run_id))
     later = timezone.now() + timedelta(seconds=60)
     old = f.make_run(shop["operator"], status="queued")
     new = f.make_run(shop["operator"], status="queued")

@@ -69,7 +69,9 @@ def stack(
     }
     # Wake-ups sent from this process go to this stack's worker.
     monkeypatch.setattr(
-        queue, "send", lambda task, *args: app.send_task(task, args=list(args), queue=QUEUE)
+        queue,
+        "send",
+        lambda task, *args, **kw: app.send_task(task, args=list(args), queue=QUEUE, **kw),
     )
     settings.AGENTWEB_MAIL_FROM = "agentweb@example.test"
     settings.AGENTWEB_DELIVERY_TIMEOUT_SECONDS = 1

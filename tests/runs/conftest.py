@@ -34,7 +34,7 @@ def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     from agentweb.runs import queue
 
     sent: list[int] = []
-    monkeypatch.setattr(queue, "send", lambda task, run_id: sent.append(run_id))
+    monkeypatch.setattr(queue, "send", lambda task, run_id, **_: sent.append(run_id))
     return sent
 
 

@@ -30,7 +30,7 @@ def fresh(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     monkeypatch.setenv("AGENTWEB_DEMO_PASSWORD", "pw-12345678")
     call_command("seed_demo", stdout=open(os.devnull, "w"))  # noqa: SIM115
     sent: list[int] = []
-    monkeypatch.setattr(queue, "send", lambda task, run_id: sent.append(run_id))
+    monkeypatch.setattr(queue, "send", lambda task, run_id, **_: sent.append(run_id))
     return sent
 
 

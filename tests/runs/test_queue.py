@@ -19,9 +19,10 @@ import pytest
 import redis as redis_py
 from django.db import transaction
 from django.utils import timezone
+from kombu.transport.redis import PRIORITY_STEPS
 
 from agentweb.celery import app
-from agentweb.runs import actions, delegation
+from agentweb.runs import actions, delegation, queue
 from agentweb.runs.models import AgentProfile, Run
 from tests.hardening.redis_server import RedisServer
 
@@ -42,11 +43,16 @@ def broker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RedisSer
     server.stop()
 
 
-def sent_runs(server: RedisServer) -> list[int]:
-    """The run ids of the run_agent messages waiting in the installation's queue."""
+def sent_runs(server: RedisServer, priority: int | None = None) -> list[int]:
+    """The run ids of the run_agent messages waiting in the installation's queue, in the
+    order a worker pops them (or those of one priority's list only)."""
+    queue = app.conf.task_default_queue
     client = redis_py.Redis.from_url(server.url)
     try:
-        raw = client.lrange(app.conf.task_default_queue, 0, -1)
+        raw = []
+        for step in PRIORITY_STEPS if priority is None else [priority]:
+            key = queue if step == 0 else f"{queue}\x06\x16{step}"  # kombu's names
+            raw += reversed(client.lrange(key, 0, -1))  # LPUSH in, RPOP out
     finally:
         client.close()
     ids = []
@@ -76,11 +82,31 @@ def test_it_sends_by_task_name_to_the_installations_queue(
     assert sent_runs(broker) == [child.pk]
 
 
+def test_runs_under_way_are_popped_before_new_ones(
+    people: dict[str, Any], broker: RedisServer
+) -> None:
+    """A new run's wake-up waits in a later list than a resumed run's or a child's, so a
+    worker pops those first, whatever was sent before them."""
+    new = [
+        actions.do_create_run(user=people["operator"], task=f"Where is order A100{i}?")
+        for i in range(3)
+    ]
+    parent = parent_run(people)
+    child = delegation.create_child(parent.pk, "shipping-specialist", "Where is A1001?", "c1")
+    queue.enqueue(new[0].pk)  # the sweep's re-enqueue of a lost wake-up: under way
+    assert sent_runs(broker, queue.NEW) == [r.pk for r in new]
+    assert sent_runs(broker, queue.UNDER_WAY) == [child.pk, new[0].pk]
+    assert sent_runs(broker) == [child.pk, new[0].pk, *[r.pk for r in new]]
+    # What a consumer of the queue gets first (kombu's own read of the lists).
+    with app.connection_for_read() as conn:
+        message = conn.default_channel.basic_get(app.conf.task_default_queue, no_ack=True)
+    assert message is not None and message.decode()[0] == [child.pk]
+
+
 def test_a_send_from_a_new_thread_makes_no_result_backend_for_it(broker: RedisServer) -> None:
     """The web sends each wake-up from a new thread (one per request): Celery made that
     thread a result backend of its own (and an AsyncResult) for every message, though no
     task of ours keeps a result. The message says so, and the thread gets none."""
-    from agentweb.runs import queue
 
     made: list[bool] = []
 
@@ -149,7 +175,6 @@ def test_a_run_without_a_ticket_is_committed_by_its_insert_before_the_wake_up(
     import psycopg
     from django.db import connection, connections
 
-    from agentweb.runs import queue
     from agentweb.tickets.models import Ticket
 
     params = dict(connection.get_connection_params())
@@ -157,7 +182,7 @@ def test_a_run_without_a_ticket_is_committed_by_its_insert_before_the_wake_up(
     other = psycopg.connect(**params, autocommit=True)
     seen: list[tuple[int, object]] = []
 
-    def send(task: str, run_id: int) -> None:  # what the worker would read
+    def send(task: str, run_id: int, **_: Any) -> None:  # what the worker would read
         row = other.execute("SELECT status FROM runs_run WHERE id = %s", [run_id]).fetchone()
         seen.append((run_id, row[0] if row else None))
 

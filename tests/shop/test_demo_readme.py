@@ -31,7 +31,7 @@ def seeded(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     )
     call_command("seed_demo", stdout=open(os.devnull, "w"))  # noqa: SIM115
     sent: list[int] = []
-    monkeypatch.setattr(queue, "send", lambda task, run_id: sent.append(run_id))
+    monkeypatch.setattr(queue, "send", lambda task, run_id, **_: sent.append(run_id))
     yield sent
 
 

@@ -42,7 +42,9 @@ def env(
 ) -> dict[str, str]:
     # Runs this process starts or resumes go to this test's workers.
     monkeypatch.setattr(
-        queue, "send", lambda task, *args: app.send_task(task, args=list(args), queue=QUEUE)
+        queue,
+        "send",
+        lambda task, *args, **kw: app.send_task(task, args=list(args), queue=QUEUE, **kw),
     )
     return {
         **stack_env,

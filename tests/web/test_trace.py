@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db(transaction=True)  # the run's tools use othe
 def operator(monkeypatch: pytest.MonkeyPatch) -> User:
     monkeypatch.setenv("AGENTWEB_DEMO_PASSWORD", "pw-12345678")
     call_command("seed_demo", stdout=open(os.devnull, "w"))  # noqa: SIM115
-    monkeypatch.setattr(queue, "send", lambda task, run_id: None)
+    monkeypatch.setattr(queue, "send", lambda task, run_id, **_: None)
     return User.objects.get(username="operator")
 
 
