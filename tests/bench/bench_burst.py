@@ -18,7 +18,10 @@ first POST until the last run ended, divided by the runs.
 Then the approvals: ``--approvals`` runs (default 40), each asking for one high-risk
 call, decided one at a time through ``POST /api/approvals/{id}/decide``; reported p50/p95
 from the decide POST to the approved call's stored ``tool_call_started`` (its ``at``),
-and of the decide response alone beside it.
+and of the decide response alone beside it. Those run on a quiet stack, after the burst;
+``--approvals-in-burst`` (default 10) more are decided one at a time while the burst is
+under way (runs paused before it began), reported the same way with the runs still
+queued at each decision: how long a person's decision waits behind new runs.
 
 Also reported: runs claimed more than once (``attempts`` > 1: a lease expired, a wake-up
 repeated), and the sweep's "re-enqueued" warnings from the logs.
