@@ -302,6 +302,11 @@ def notifications(approval_id: int) -> list[dict[str, Any]]:
     return [dict(n) for n in outbox.notifications_about(ABOUT, [approval_id])[approval_id]]
 
 
+def webhooks_configured() -> bool:
+    """Whether ``send_event`` sends anything (``AGENTWEB_WEBHOOKS`` names a URL)."""
+    return bool(settings.AGENTWEB_WEBHOOKS)
+
+
 def send_event(
     event: str, run: Run, *, approval: Approval | None = None, status: str | None = None
 ) -> None:

@@ -28,7 +28,7 @@ def events_stored(run: Run, rows: Iterable[Any]) -> None:
             approval = _approval(run, data)
             if approval is not None and approval.status == Approval.Status.PENDING:
                 actions.do_notify_requested(approval)
-        elif kind == "approval_decided":
+        elif kind == "approval_decided" and actions.webhooks_configured():
             approval = _approval(run, data)
             if approval is not None:
                 event = (

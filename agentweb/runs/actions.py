@@ -365,6 +365,10 @@ def record_decision(checked: CheckedDecision) -> Approval:
                 "another person must approve it too"
             )
         run = Run.objects.select_for_update().get(pk=locked.run_id)
+        # What the decision's answer shows, known here: its run, and the approvals given
+        # (the votes before this one, and this one's own if it approves).
+        locked.run = run
+        locked.approvals_given_n = len(votes) + (1 if approved else 0)  # type: ignore[attr-defined]
         if not approved:
             return _record_final(locked, run, checked, now, approved=False)
         edited = checked.edited

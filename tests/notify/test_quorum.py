@@ -169,6 +169,42 @@ def test_the_api_and_the_pages_say_1_of_2(
     assert again.status_code == 409 and again.json()["error"]["code"] == "already_approved"
 
 
+def test_each_decisions_answer_is_the_approval_as_stored(
+    crew: Any, sample_registry: Any, scripted: Any, enqueued: list[int]
+) -> None:
+    """The decide answer shows what the decision knows without reading it again (its run,
+    the approvals given so far): the same as a later read of the approval."""
+    policy({"approvers": 2})
+
+    def decide(who: str, approval: Approval, decision: str) -> dict[str, Any]:
+        client = Client()
+        client.force_login(crew[who])
+        response = client.post(
+            f"/api/approvals/{approval.pk}/decide",
+            {"decision": decision, "comment": "not this one"},
+            content_type="application/json",
+        )
+        assert response.status_code == 200, response.content
+        [stored] = [
+            a for a in client.get("/api/approvals").json()["approvals"] if a["id"] == approval.pk
+        ]
+        answer = response.json()
+        assert answer == stored
+        return answer
+
+    first = paused(crew, scripted)
+    shown = decide("ann", first, "approve")
+    assert (shown["status"], shown["approvals_given"]) == ("pending", 1)
+    assert shown["top_run"] == first.run_id
+    shown = decide("ben", first, "approve")
+    assert (shown["status"], shown["approvals_given"]) == ("approved", 2)
+    assert engine.execute_run(first.run_id) == "succeeded"  # its reply is used up
+    second = paused(crew, scripted)
+    decide("ann", second, "approve")
+    shown = decide("ben", second, "reject")
+    assert (shown["status"], shown["approvals_given"]) == ("rejected", 1)
+
+
 def test_many_people_at_once_make_one_decision(
     crew: Any, sample_registry: Any, scripted: Any, enqueued: list[int]
 ) -> None:
