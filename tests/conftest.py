@@ -293,6 +293,15 @@ def worker_is_idle(proc: Proc, queue: str) -> bool:
 _STACK: dict[str, Proc] = {}  # the session's worker, once a test has asked for it
 
 
+@pytest.fixture
+def procs() -> Iterator[list[Proc]]:
+    """Processes a test starts (workers, beat): stopped after it, the last started first."""
+    started: list[Proc] = []
+    yield started
+    for proc in reversed(started):
+        proc.stop()
+
+
 @pytest.fixture(scope="session")
 def _stack_worker(
     stack_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory

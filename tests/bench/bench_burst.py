@@ -463,15 +463,7 @@ def approvals(
     load_before = os.getloadavg()
     for i in range(rounds + 3):
         run_id = starter.post("/api/runs", json={"task": f"Pay order Q{i}"}).json()["id"]
-        approval_id = None
-        deadline = time.monotonic() + 60
-        while approval_id is None and time.monotonic() < deadline:
-            row = conn.execute(
-                "SELECT id FROM runs_approval WHERE run_id = %s AND status = 'pending'", (run_id,)
-            ).fetchone()
-            approval_id = row[0] if row else None
-            if approval_id is None:
-                time.sleep(0.01)
+        approval_id = pending_approval(conn, run_id)
         if approval_id is None:
             problems += 1
             continue
@@ -482,17 +474,7 @@ def approvals(
         if resp.status_code != 200:
             problems += 1
             continue
-        started_at = None
-        deadline = time.monotonic() + 60
-        while started_at is None and time.monotonic() < deadline:
-            row = conn.execute(
-                "SELECT extract(epoch FROM at) FROM runs_runevent "
-                "WHERE run_id = %s AND type = 'tool_call_started'",
-                (run_id,),
-            ).fetchone()
-            started_at = float(row[0]) if row else None
-            if started_at is None:
-                time.sleep(0.002)
+        started_at = tool_started_at(conn, run_id, timeout=60)
         if started_at is None:
             problems += 1
             continue

@@ -5,7 +5,6 @@ worker (one thread) still takes it first."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,14 +29,6 @@ def env(stack_env: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> dict[str,
         lambda task, *args, **kw: app.send_task(task, args=list(args), queue=QUEUE, **kw),
     )
     return {**stack_env, "AGENTWEB_QUEUE": QUEUE, "AGENTWEB_MODEL": "demo"}
-
-
-@pytest.fixture
-def procs() -> Iterator[list[Proc]]:
-    started: list[Proc] = []
-    yield started
-    for proc in reversed(started):
-        proc.stop()
 
 
 def test_a_decision_goes_before_runs_queued_earlier(

@@ -57,14 +57,6 @@ def env(
     }
 
 
-@pytest.fixture
-def procs() -> Iterator[list[Proc]]:
-    started: list[Proc] = []
-    yield started
-    for proc in reversed(started):
-        proc.stop()
-
-
 def email_ticket() -> Ticket:
     ticket = Ticket.objects.get(subject=SUBJECT)
     Ticket.objects.filter(pk=ticket.pk).update(
