@@ -311,9 +311,9 @@ def send_event(
     event: str, run: Run, *, approval: Approval | None = None, status: str | None = None
 ) -> None:
     """Queue ``event`` for every ``AGENTWEB_WEBHOOKS`` URL, in order per run and URL."""
-    urls = settings.AGENTWEB_WEBHOOKS
-    if not urls:
+    if not webhooks_configured():
         return
+    urls = settings.AGENTWEB_WEBHOOKS
     data: dict[str, Any] = {"run": run.pk}
     if approval is not None:
         data["approval"] = approval_json(approval)

@@ -59,7 +59,7 @@ class _Converting(NamedTuple):
 
 
 class _Plan(NamedTuple):
-    converting: _Converting  # the ORM's SQLCompiler, kept for its converters
+    converting: _Converting  # the ORM compiler's converters, worked out once
     sql: str
     params: tuple[Any, ...]
     start: int

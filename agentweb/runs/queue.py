@@ -6,6 +6,8 @@ marked due at once (``lease_expires_at`` now) and beat's sweep, which re-enqueue
 queued or running run whose lease expired, sends it again when the broker is back.
 
 Messages go by task name, so nothing here imports the tasks (which import the engine).
+``enqueue_on_commit`` sends after the transaction that stored the run commits, as a
+*robust* on-commit callback: a failure is logged and the callbacks after it still run.
 
 A run that is under way goes before one that has yet to start. kombu's Redis transport
 keeps a list per priority step of a queue, and a worker pops the lists in order; a new
@@ -13,8 +15,6 @@ run's wake-up goes to a later list (``NEW``) than every other message (``UNDER_W
 run resumed by a person's decision, children their parent waits for, a parent whose
 children ended, a re-enqueue). So an approver's decision is acted on as soon as a worker
 thread is free, not after a burst of new tickets queued before it.
-``enqueue_on_commit`` sends after the transaction that stored the run commits, as a
-*robust* on-commit callback: a failure is logged and the callbacks after it still run.
 """
 
 from __future__ import annotations

@@ -46,12 +46,12 @@ def broker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[RedisSer
 def sent_runs(server: RedisServer, priority: int | None = None) -> list[int]:
     """The run ids of the run_agent messages waiting in the installation's queue, in the
     order a worker pops them (or those of one priority's list only)."""
-    queue = app.conf.task_default_queue
+    name = app.conf.task_default_queue
     client = redis_py.Redis.from_url(server.url)
     try:
         raw = []
         for step in PRIORITY_STEPS if priority is None else [priority]:
-            key = queue if step == 0 else f"{queue}\x06\x16{step}"  # kombu's names
+            key = name if step == 0 else f"{name}\x06\x16{step}"  # kombu's names
             raw += reversed(client.lrange(key, 0, -1))  # LPUSH in, RPOP out
     finally:
         client.close()
