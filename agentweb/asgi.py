@@ -8,6 +8,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentweb.settings")
 django_asgi_app = get_asgi_application()
 
 from agentweb import http_limits  # noqa: E402
+from agentweb.intake_lane import IntakeLane  # noqa: E402
 from agentweb.observability import logs  # noqa: E402
 
 http_limits.install()  # oversized or malformed headers get a JSON answer, not silence
@@ -20,5 +21,8 @@ from channels.routing import ProtocolTypeRouter  # noqa: E402
 
 from agentweb.web.routing import websocket_application  # noqa: E402
 
+# HTTP: requests that start runs take turns (intake_lane), the rest go straight through.
 # Sockets: same-origin check (scheme, host and port), session auth, then the routes.
-application = ProtocolTypeRouter({"http": django_asgi_app, "websocket": websocket_application()})
+application = ProtocolTypeRouter(
+    {"http": IntakeLane(django_asgi_app), "websocket": websocket_application()}
+)
