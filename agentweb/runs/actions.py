@@ -292,12 +292,16 @@ def check_decide_approval(
     decision: str,
     comment: str = "",
     arguments: dict[str, Any] | None = None,
+    lock: bool = False,
 ) -> CheckedDecision:
-    """May ``user`` decide this approval, and is the input sane? Raises the refusal."""
+    """May ``user`` decide this approval, and is the input sane? Raises the refusal.
+    ``lock``: read the approval's row locked (inside the caller's transaction)."""
     if decision not in ("approve", "reject"):
         raise ActionError("decision must be 'approve' or 'reject'")
     word: DecisionWord = "approve" if decision == "approve" else "reject"
     visible = Approval.objects.visible_to(user).select_related("run")
+    if lock:
+        visible = visible.select_for_update(of=("self",))
     approval = visible.filter(pk=approval_id).first()
     if approval is None:  # another team's approval is no approval to this person
         raise NotFound(f"no approval {approval_id}")
@@ -325,11 +329,18 @@ def do_decide_approval(
     arguments: dict[str, Any] | None = None,
 ) -> Approval:
     """Approve (optionally with edited arguments) or reject a pending call, exactly once:
-    ``check_decide_approval``, then ``record_decision``."""
-    checked = check_decide_approval(
-        approval_id=approval_id, user=user, decision=decision, comment=comment, arguments=arguments
-    )
-    return record_decision(checked)
+    ``check_decide_approval`` and ``record_decision`` in one transaction, the check's read
+    of the approval the locking one."""
+    with transaction.atomic():
+        checked = check_decide_approval(
+            approval_id=approval_id,
+            user=user,
+            decision=decision,
+            comment=comment,
+            arguments=arguments,
+            lock=True,
+        )
+        return _record_locked(checked, checked.approval)
 
 
 class AlreadyDecidedByYou(Conflict):
@@ -347,77 +358,80 @@ def record_decision(checked: CheckedDecision) -> Approval:
     call is approved by the vote that completes it; one rejection rejects it; the same
     person again is refused. The first approver's edited arguments are what the others
     approve (a later one may not change them)."""
-    approval, user, comment = checked.approval, checked.user, checked.comment
+    with transaction.atomic():
+        pk = checked.approval.pk
+        locked = Approval.objects.select_for_update().filter(pk=pk).first()
+        if locked is None:
+            raise NotFound(f"no approval {pk}")
+        return _record_locked(checked, locked)
+
+
+def _record_locked(checked: CheckedDecision, locked: Approval) -> Approval:
+    """``record_decision`` on the approval's locked row, in the caller's transaction."""
+    user, comment = checked.user, checked.comment
     now = timezone.now()
     approved = checked.decision == "approve"
-    with transaction.atomic():
-        locked = Approval.objects.select_for_update().filter(pk=approval.pk).first()
-        if locked is None:
-            raise NotFound(f"no approval {approval.pk}")
-        if locked.status != Approval.Status.PENDING:
-            raise Conflict(f"this approval was already {locked.status}")
-        if locked.expires_at <= now:
-            raise Conflict("this approval has expired")
+    if locked.status != Approval.Status.PENDING:
+        raise Conflict(f"this approval was already {locked.status}")
+    if locked.expires_at <= now:
+        raise Conflict("this approval has expired")
+    votes: list[int] = []  # a call one approval decides has none while it is pending
+    if locked.approvals_needed > 1:
         votes = list(ApprovalVote.objects.filter(approval=locked).values_list("user_id", flat=True))
-        if user.pk in votes:
-            raise AlreadyDecidedByYou(
-                f"you already approved this call ({len(votes)} of {locked.approvals_needed}); "
-                "another person must approve it too"
-            )
-        run = Run.objects.select_for_update().get(pk=locked.run_id)
-        # What the decision's answer shows, known here: its run, and the approvals given
-        # (the votes before this one, and this one's own if it approves).
-        locked.run = run
-        locked.approvals_given_n = len(votes) + (1 if approved else 0)  # type: ignore[attr-defined]
-        if not approved:
-            return _record_final(locked, run, checked, now, approved=False)
-        edited = checked.edited
-        if (
-            votes
-            and edited is not None
-            and arguments_hash(edited) != arguments_hash(locked.proposal)
-        ):
-            raise Conflict(
-                "another person already approved these arguments: approve them as they are, "
-                "or reject"
-            )
-        final_args = edited if edited is not None else locked.proposal
-        ApprovalVote.objects.create(
-            approval=locked,
-            user=user,
-            arguments_hash=arguments_hash(final_args),
-            edited=edited is not None,
-            comment=comment,
+    if user.pk in votes:
+        raise AlreadyDecidedByYou(
+            f"you already approved this call ({len(votes)} of {locked.approvals_needed}); "
+            "another person must approve it too"
         )
-        given = len(votes) + 1
-        if given >= locked.approvals_needed:
-            return _record_final(locked, run, checked, now, approved=True, final_args=final_args)
-        if edited is not None:
-            Approval.objects.filter(pk=locked.pk).update(edited_arguments=edited)
-            locked.edited_arguments = edited
-        audit(
-            "approval_given",
-            actor=user,
-            run=run,
-            approval=locked.pk,
-            call_id=locked.call_id,
-            tool=locked.tool,
-            given=given,
-            needed=locked.approvals_needed,
-            edited_arguments=edited,
-            comment=comment,
+    run = Run.objects.select_for_update().get(pk=locked.run_id)
+    # What the decision's answer shows, known here: its run, and the approvals given
+    # (the votes before this one, and this one's own if it approves).
+    locked.run = run
+    locked.approvals_given_n = len(votes) + (1 if approved else 0)  # type: ignore[attr-defined]
+    if not approved:
+        return _record_final(locked, run, checked, now, approved=False)
+    edited = checked.edited
+    if votes and edited is not None and arguments_hash(edited) != arguments_hash(locked.proposal):
+        raise Conflict(
+            "another person already approved these arguments: approve them as they are, or reject"
         )
-        given_event = ev.approval_given(
-            call_id=locked.call_id,
-            tool=locked.tool,
-            by=user.get_username(),
-            given=given,
-            needed=locked.approvals_needed,
-            edited=edited is not None,
-        )
-        append_events(run, [given_event.to_json()], status_changed=False)
-        publish.approvals_changed_on_commit()
-        return locked
+    final_args = edited if edited is not None else locked.proposal
+    ApprovalVote.objects.create(
+        approval=locked,
+        user=user,
+        arguments_hash=arguments_hash(final_args),
+        edited=edited is not None,
+        comment=comment,
+    )
+    given = len(votes) + 1
+    if given >= locked.approvals_needed:
+        return _record_final(locked, run, checked, now, approved=True, final_args=final_args)
+    if edited is not None:
+        Approval.objects.filter(pk=locked.pk).update(edited_arguments=edited)
+        locked.edited_arguments = edited
+    audit(
+        "approval_given",
+        actor=user,
+        run=run,
+        approval=locked.pk,
+        call_id=locked.call_id,
+        tool=locked.tool,
+        given=given,
+        needed=locked.approvals_needed,
+        edited_arguments=edited,
+        comment=comment,
+    )
+    given_event = ev.approval_given(
+        call_id=locked.call_id,
+        tool=locked.tool,
+        by=user.get_username(),
+        given=given,
+        needed=locked.approvals_needed,
+        edited=edited is not None,
+    )
+    append_events(run, [given_event.to_json()], status_changed=False)
+    publish.approvals_changed_on_commit()
+    return locked
 
 
 def _record_final(
@@ -466,9 +480,13 @@ def _record_final(
         edited=edited is not None,
         by=user.get_username(),
     )
-    append_events(run, [decided.to_json()])
+    # its wait, for the metrics after commit: known here, not read again
+    waited = {approval.call_id: (approval.requested_at, now)}
+    append_events(run, [decided.to_json()], approval_times=waited, save_seq=False)
     publish.approvals_changed_on_commit()
-    lifecycle.resume_if_decided(run)
+    # the run's new last seq goes with its resumption when it resumes: one UPDATE
+    if not lifecycle.resume_if_decided(run, last_seq=run.last_seq):
+        Run.objects.filter(pk=run.pk).update(last_seq=run.last_seq)
     return approval
 
 

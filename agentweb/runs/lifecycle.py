@@ -29,6 +29,7 @@ from typing import Any
 import psycopg
 from django.conf import settings
 from django.db import connection, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from agentweb.runs import loading, publish, queue, store
@@ -417,10 +418,14 @@ def cancel_orphans() -> int:
 # --- back to the queue ----------------------------------------------------------------------
 
 
-def _requeue(run: Run, waiting: str, **fields: Any) -> bool:
+def _requeue(run: Run, waiting: str, *unless: Any, **fields: Any) -> bool:
     """``run`` (row locked) from the ``waiting`` status back to the queue, exactly once
-    (a conditional UPDATE), with a wake-up and the lists told after commit."""
-    woken = Run.objects.filter(pk=run.pk, status=waiting).update(**_queued(**fields))
+    (a conditional UPDATE; not where an ``unless`` expression holds), with a wake-up and
+    the lists told after commit."""
+    found = Run.objects.filter(pk=run.pk, status=waiting)
+    for condition in unless:
+        found = found.exclude(condition)
+    woken = found.update(**_queued(**fields))
     if woken:
         run.status = Run.Status.QUEUED
         publish.run_status_on_commit(run.pk, run.status)
@@ -428,14 +433,14 @@ def _requeue(run: Run, waiting: str, **fields: Any) -> bool:
     return bool(woken)
 
 
-def resume_if_decided(run: Run) -> None:
+def resume_if_decided(run: Run, **fields: Any) -> bool:
     """A run waiting for approval goes back to the queue once none of its approvals is
-    pending (after a decision or an expiry)."""
+    pending (after a decision or an expiry): one UPDATE that also asks that. ``fields``:
+    more of the run's columns written by that UPDATE when it resumes. True if it did."""
     if run.status != Run.Status.WAITING_APPROVAL:
-        return
-    if Approval.objects.filter(run=run, status=Approval.Status.PENDING).exists():
-        return
-    _requeue(run, Run.Status.WAITING_APPROVAL)
+        return False
+    pending = Approval.objects.filter(run=OuterRef("pk"), status=Approval.Status.PENDING)
+    return _requeue(run, Run.Status.WAITING_APPROVAL, Exists(pending), **fields)
 
 
 def _wake_parent(parent: Run) -> None:

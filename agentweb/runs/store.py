@@ -57,6 +57,7 @@ def append_events(
     batch: Batch | None = None,
     tell: bool = True,
     earlier: Sequence[RunEvent] | None = None,
+    approval_times: dict[str, tuple[datetime, datetime | None]] | None = None,
 ) -> list[RunEvent]:
     """Store events with the next seqs of ``run``. Call inside a transaction that holds
     the run's row lock (``select_for_update``), so seqs never collide. Publishes on commit
@@ -69,7 +70,9 @@ def append_events(
     stores more of the run's events in this transaction, and those tell the last seq).
     ``earlier``: the rows of this transaction's earlier appends made with ``tell=False``,
     which the ``on_events_stored`` hooks see here, before these (one hook call for the
-    whole transaction: the budgets' ledger then adds its calls in one statement)."""
+    whole transaction: the budgets' ledger then adds its calls in one statement).
+    ``approval_times``: what the after-commit readers would read of the approvals these
+    events decided (``StepFacts.approval_times``), known to the caller."""
     rows = []
     seq = run.last_seq
     for event in events:
@@ -96,6 +99,8 @@ def append_events(
             _batch.reset(token)
     if hooks.wants(r.type for r in rows):  # spans and metrics, after commit
         step = _stored_step(run, rows, step_ended_ns)
+        if approval_times is not None:
+            step._approvals = approval_times
         transaction.on_commit(functools.partial(hooks.step_stored, step))
     if run.parent_id is not None or any(r.type.startswith("subtask_") for r in rows):
         publish.tree_changed_on_commit(run.pk, run.parent_id, run.root_id, (r.type for r in rows))

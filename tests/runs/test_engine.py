@@ -264,6 +264,35 @@ def test_approve_resumes_once_and_runs_the_call_once(people, scripted, enqueued)
     assert misfits(run) == {}
 
 
+def test_a_run_resumes_with_its_last_approval_decided_and_its_seqs_hold_throughout(
+    people, scripted, enqueued
+) -> None:
+    """Two risky calls in one reply: the first decision stores its event and leaves the
+    run waiting (the resume's UPDATE asks for no approval pending); the second resumes it.
+    The run's last_seq follows the stored events either way."""
+    scripted.enqueue(
+        [call("pay_out", order_id="A1", amount=30), call("pay_out", order_id="A2", amount=40)],
+        "Paid back both.",
+    )
+    run = start(people)
+    assert engine.execute_run(run.pk) == Run.Status.WAITING_APPROVAL
+    first, second = Approval.objects.filter(run=run).order_by("pk")
+    actions.do_decide_approval(approval_id=first.pk, user=people["approver"], decision="approve")
+    run.refresh_from_db()
+    assert run.status == Run.Status.WAITING_APPROVAL
+    assert enqueued == [run.pk]  # its start only
+    assert seqs(run) == list(range(1, run.last_seq + 1)) and types(run)[-1] == "approval_decided"
+    actions.do_decide_approval(
+        approval_id=second.pk, user=people["approver"], decision="reject", comment="not A2"
+    )
+    run.refresh_from_db()
+    assert run.status == Run.Status.QUEUED
+    assert enqueued == [run.pk, run.pk]
+    assert seqs(run) == list(range(1, run.last_seq + 1)) and types(run)[-1] == "approval_decided"
+    assert engine.execute_run(run.pk) == Run.Status.SUCCEEDED
+    assert (sample_tools.SIDE_EFFECTS["A1"], sample_tools.SIDE_EFFECTS["A2"]) == (1, 0)
+
+
 def test_checking_a_decision_changes_nothing_and_the_first_record_wins(
     people, scripted, enqueued
 ) -> None:
