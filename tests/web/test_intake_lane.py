@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from agentweb.intake_lane import IntakeLane, is_intake
+from agentweb.intake_lane import IntakeLane, is_decision, is_intake
 
 
 def scope(method: str, path: str) -> dict[str, Any]:
@@ -68,13 +68,19 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-def test_which_requests_are_intake() -> None:
+def test_which_requests_are_intake_and_which_decisions() -> None:
     assert is_intake(scope("POST", "/api/runs"))
     assert is_intake(scope("POST", "/hooks/tickets/zendesk"))
     assert not is_intake(scope("GET", "/api/runs"))
     assert not is_intake(scope("POST", "/api/approvals/3/decide"))
     assert not is_intake(scope("POST", "/api/runs/3/cancel"))
+    assert not is_intake(scope("POST", "/hooks/slack/interactions"))
     assert not is_intake({"type": "websocket", "path": "/api/runs"})
+    for path in ("/api/approvals/3/decide", "/approvals/12/decide/", "/hooks/slack/interactions"):
+        assert is_decision(scope("POST", path)), path
+    assert not is_decision(scope("GET", "/approvals/12/decide/"))
+    assert not is_decision(scope("POST", "/api/approvals/x/decide"))
+    assert not is_decision(scope("POST", "/api/approvals/3/decide/more"))
 
 
 def test_intake_takes_turns_and_a_decision_goes_straight_in() -> None:
@@ -96,6 +102,33 @@ def test_intake_takes_turns_and_a_decision_goes_straight_in() -> None:
             assert intake[i][2][0]["status"] == 201
         assert sorted(inner.entered) == sorted(["decide"] + [f"intake{i}" for i in range(4)])
         assert inner.most_intake_inside == 1
+
+    asyncio.run(main())
+
+
+def test_no_intake_enters_while_a_decision_is_inside() -> None:
+    async def main() -> None:
+        inner = Held()
+        lane = IntakeLane(inner, at_once=1)
+        decide, _, _ = request(lane, "POST", "/api/approvals/1/decide", "decide")
+        await settle()
+        intake = [request(lane, "POST", "/api/runs", f"intake{i}") for i in range(2)]
+        slack, _, _ = request(lane, "POST", "/hooks/slack/interactions", "slack")
+        await settle()
+        assert inner.entered == ["decide", "slack"]  # decisions never wait; intake does
+        inner.release.setdefault("decide", asyncio.Event()).set()
+        await decide
+        await settle()
+        assert "intake0" not in inner.entered  # one decision is still inside
+        inner.release.setdefault("slack", asyncio.Event()).set()
+        await slack
+        await settle()
+        assert inner.entered == ["decide", "slack", "intake0"]  # in arrival order, one
+        for i in range(2):
+            inner.release.setdefault(f"intake{i}", asyncio.Event()).set()
+            await intake[i][0]
+        assert inner.entered[-1] == "intake1" and inner.most_intake_inside == 1
+        assert lane.turns().inside == 0 and lane.turns().deciding == 0
 
     asyncio.run(main())
 
@@ -174,7 +207,7 @@ def test_a_waiting_request_cancelled_keeps_no_turn() -> None:
             await waiting
         inner.release.setdefault("intake0", asyncio.Event()).set()
         await first
-        assert not lane.gate().locked()
+        assert lane.turns().inside == 0 and lane.turns().free()
         assert "cancelled" not in inner.entered
 
     asyncio.run(main())
