@@ -502,6 +502,7 @@ def cmd_run(port: int) -> int:
     code = 0
     started = time.monotonic()
     try:
+        worker_threads(env)  # a bad setting is said before anything starts
         created = ensure_database(env["DATABASE_URL"]) if env.get("DATABASE_URL") else None
         if created:
             _log(f"created the database {created}")
@@ -585,10 +586,32 @@ def _supervise(children: list[Child], redis: list[Any]) -> None:
         time.sleep(0.3)
 
 
+def worker_threads(env: dict[str, str]) -> list[int]:
+    """The threads of each worker process ``run`` starts: ``AGENTWEB_WORKER_CONCURRENCY``
+    threads in all (default 8) spread over ``AGENTWEB_WORKER_PROCESSES`` processes
+    (default: 2, or 1 on a machine of one core). More than one process: a run's steps
+    share an interpreter lock with fewer others, and a decision's resumed run is taken up
+    sooner while new runs keep the threads busy (bench_burst)."""
+    total = _positive(env, "AGENTWEB_WORKER_CONCURRENCY", 8)
+    processes = _positive(env, "AGENTWEB_WORKER_PROCESSES", min(2, os.cpu_count() or 1))
+    processes = min(processes, total)
+    each, rest = divmod(total, processes)
+    return [each + (1 if i < rest else 0) for i in range(processes)]
+
+
+def _positive(env: dict[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    if not raw.isdigit() or int(raw) < 1:
+        raise SetupError(f"{name} must be a whole number of at least 1, not {raw!r}")
+    return int(raw)
+
+
 def stack_argv(env: dict[str, str], port: int, schedule: str) -> dict[str, list[str]]:
-    """The command lines of web, worker and beat as ``run`` starts them (also used by
-    tests/bench/bench_burst.py, which measures the stack as it runs here)."""
-    concurrency = env.get("AGENTWEB_WORKER_CONCURRENCY", "8")
+    """The command lines of web, the workers (``worker``, ``worker-2``, ...) and beat as
+    ``run`` starts them (also used by tests/bench/bench_burst.py, which measures the stack
+    as it runs here)."""
     level = "INFO" if VERBOSE else "WARNING"
     celery = [sys.executable, "-m", "celery", "-A", "agentweb"]
     quiet = [] if VERBOSE else ["--quiet"]
@@ -597,9 +620,10 @@ def stack_argv(env: dict[str, str], port: int, schedule: str) -> dict[str, list[
         daphne += ["--access-log", "-"]
     else:
         daphne += ["-v", "0"]
-    return {
-        "web": [*daphne, "agentweb.asgi:application"],
-        "worker": [
+    argv = {"web": [*daphne, "agentweb.asgi:application"]}
+    for i, threads in enumerate(worker_threads(env), 1):
+        node = [] if i == 1 else ["-n", f"worker{i}@%h"]  # one name per worker on a host
+        argv["worker" if i == 1 else f"worker-{i}"] = [
             *celery,
             *quiet,
             "worker",
@@ -608,21 +632,19 @@ def stack_argv(env: dict[str, str], port: int, schedule: str) -> dict[str, list[
             "-P",
             "threads",
             "-c",
-            concurrency,
+            str(threads),
+            *node,
             *LEAN,
-        ],
-        "beat": [*celery, *quiet, "beat", "-l", level, "-s", schedule],
-    }
+        ]
+    argv["beat"] = [*celery, *quiet, "beat", "-l", level, "-s", schedule]
+    return argv
 
 
 def _start_children(env: dict[str, str], port: int) -> list[Child]:
     argv = stack_argv(env, port, str(_var_dir() / "celerybeat-schedule"))
-    children = [
-        Child("web", "web (Daphne)", argv["web"], env),
-        Child("worker", "worker", argv["worker"], env),
-        Child("beat", "beat", argv["beat"], env),
-    ]
-    for child in children:
+    labels = {"web": "web (Daphne)"}
+    children = [Child(name, labels.get(name, name), line, env) for name, line in argv.items()]
+    for child in children:  # the web first: _wait_for_web watches children[0]
         child.start()
     return children
 

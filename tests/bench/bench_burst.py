@@ -2,7 +2,8 @@
 and what each run costs in CPU time, per kind of process (DESIGN §5, issue 30).
 
 The stack is started as ``make run`` starts it (``agentweb.devstack.stack_argv``: Daphne,
-one Celery worker with 8 threads, beat; their log level WARNING), on a database of its
+Celery workers with 8 threads in all (two processes of 4 on a machine of two cores or
+more), beat; their log level WARNING), on a database of its
 own, with a fake OpenAI-compatible model at zero latency over HTTP in a child process
 (its CPU time is not the stack's). 8 client threads post the runs to ``POST /api/runs``
 as fast as the API answers; the bench waits for every run to end, then checks each one:
@@ -278,7 +279,11 @@ def main() -> int:
             spy.send_signal(signal.SIGINT)
             spy.wait(60)
 
-        cpu = {name: (end_ticks[name] - start_ticks[name]) * TICK_MS / len(ids) for name in procs}
+        cpu: dict[str, float] = {}  # by kind: the workers (worker, worker-2, ...) together
+        for name in procs:
+            kind = name.split("-")[0]
+            spent = (end_ticks[name] - start_ticks[name]) * TICK_MS / len(ids)
+            cpu[kind] = cpu.get(kind, 0.0) + spent
         cpu["postgres"] = pg_ms / len(ids)
         cpu["total"] = sum(cpu.values())
         problems = check_runs(conn, ids, orders)
@@ -545,7 +550,7 @@ def check_runs(
 
 
 def _spy(where: str, procs: dict[str, Any]) -> list[subprocess.Popen[bytes]]:
-    """py-spy recording the web and worker processes (raw stacks, for flame graphs)."""
+    """py-spy recording the web and the worker processes (raw stacks, for flame graphs)."""
     Path(where).mkdir(parents=True, exist_ok=True)
     return [
         subprocess.Popen(
@@ -554,7 +559,8 @@ def _spy(where: str, procs: dict[str, Any]) -> list[subprocess.Popen[bytes]]:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        for name in ("web", "worker")
+        for name in procs
+        if name != "beat"
     ]
 
 

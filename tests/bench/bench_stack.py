@@ -15,10 +15,11 @@ the demo shop. Part 1 only.
     python -m agentweb.devstack exec -- .venv/bin/python tests/bench/bench_stack.py [--ticket]
 
 The stack is started as ``make run`` starts it (``agentweb.devstack.stack_argv``: Daphne,
-one Celery worker with ``--threads`` threads, beat; log level WARNING), as bench_burst
-starts it; ``--workers N`` starts N worker processes at log level INFO and no beat instead
-(this bench's shape before; on a 2-core machine the two shapes gave part 1 the same
-median within the rounds' noise: 12.1x and 12.2x against 12.7x and 11.5x).
+Celery workers with ``--threads`` threads in all, two processes on a machine of two cores
+or more, beat; log level WARNING), as bench_burst starts it; ``--workers N`` starts N
+worker processes at log level INFO and no beat instead (this bench's shape before; on a
+2-core machine the two shapes gave part 1 the same median within the rounds' noise:
+12.1x and 12.2x against 12.7x and 11.5x).
 
 Uses a database of its own (the DATABASE_URL's name + "_bench"), created and migrated.
 """
@@ -235,9 +236,14 @@ def main() -> int:
         type=int,
         help="this many worker processes at log level INFO and no beat (the shape this "
         "bench had until issue 30's fifth stop); default: the stack as make run starts "
-        "it (agentweb.devstack.stack_argv: one worker, beat, log level WARNING)",
+        "it (agentweb.devstack.stack_argv: the workers, beat, log level WARNING)",
     )
-    parser.add_argument("--threads", type=int, default=8, help="threads per worker")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=8,
+        help="worker threads: per --workers process, or in all as make run starts them",
+    )
     parser.add_argument("--json", metavar="PATH")
     parser.add_argument(
         "--otlp", action="store_true", help="tracing on: spans to a local OTLP sink (discarded)"
@@ -300,6 +306,8 @@ def main() -> int:
     procs = []
     results: dict[str, Any] = {}
     try:
+        from agentweb.devstack import worker_threads
+
         if args.workers is None:  # as make run starts it, as bench_burst does
             from tests.bench.stack_setup import make_run_stack, wait_for_web
 
@@ -316,7 +324,7 @@ def main() -> int:
         shape = (
             f"{args.workers} worker processes x {args.threads} threads (INFO), no beat"
             if args.workers is not None
-            else f"as make run starts it: web, one worker x {args.threads} threads, beat"
+            else f"as make run starts it: web, workers {worker_threads(env)} threads, beat"
         )
         print(f"stack: {shape}", flush=True)
         results["stack"] = shape

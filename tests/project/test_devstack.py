@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import signal
 import socket
@@ -256,6 +257,48 @@ def test_make_run_stops_with_that_error_before_starting_anything(tmp_path: Path)
     assert "Traceback" not in done.stdout + done.stderr
 
 
+def test_the_worker_threads_are_spread_over_the_worker_processes(tmp_path: Path) -> None:
+    threads = devstack.worker_threads
+    assert threads({"AGENTWEB_WORKER_PROCESSES": "2"}) == [4, 4]  # 8 in all by default
+    assert threads({"AGENTWEB_WORKER_CONCURRENCY": "5", "AGENTWEB_WORKER_PROCESSES": "2"}) == [3, 2]
+    assert threads({"AGENTWEB_WORKER_CONCURRENCY": "2", "AGENTWEB_WORKER_PROCESSES": "3"}) == [1, 1]
+    assert threads({"AGENTWEB_WORKER_PROCESSES": "1"}) == [8]
+    assert threads({}) == threads({"AGENTWEB_WORKER_PROCESSES": str(min(2, os.cpu_count() or 1))})
+    for name, bad in [
+        ("AGENTWEB_WORKER_PROCESSES", "0"),
+        ("AGENTWEB_WORKER_PROCESSES", "two"),
+        ("AGENTWEB_WORKER_CONCURRENCY", "-3"),
+        ("AGENTWEB_WORKER_CONCURRENCY", "1.5"),
+    ]:
+        with pytest.raises(devstack.SetupError, match=name):
+            threads({name: bad})
+    argv = devstack.stack_argv(
+        {"AGENTWEB_WORKER_CONCURRENCY": "5", "AGENTWEB_WORKER_PROCESSES": "2"}, 8000, "s"
+    )
+    assert list(argv) == ["web", "worker", "worker-2", "beat"]
+    assert argv["worker"][argv["worker"].index("-c") + 1] == "3"
+    assert argv["worker-2"][argv["worker-2"].index("-c") + 1] == "2"
+    assert "-n" not in argv["worker"] and "worker2@%h" in argv["worker-2"]  # distinct names
+
+
+def test_make_run_refuses_a_bad_worker_setting_before_starting_anything(tmp_path: Path) -> None:
+    env = _base_env(tmp_path / "var", free_port())
+    env.update(AGENTWEB_WORKER_PROCESSES="none", DATABASE_URL="postgresql://nobody@127.0.0.1:1/x")
+    done = subprocess.run(
+        [sys.executable, "-m", "agentweb.devstack", "run"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert "AGENTWEB_WORKER_PROCESSES must be a whole number of at least 1, not 'none'" in (
+        done.stdout
+    ), done.stdout
+    assert "Traceback" not in done.stdout + done.stderr
+
+
 @pytest.mark.e2e
 @pytest.mark.slow
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
@@ -454,7 +497,8 @@ def test_make_run_outlives_three_redis_kills_and_crashed_children_until_sigint(
         browser = login(url, "operator", env["AGENTWEB_DEMO_PASSWORD"])
         cookie = f"sessionid={browser.cookies['sessionid']}"
         pids = _stack_pids(make.pid)
-        worker_pid = next(p for p, cmd in pids.items() if " worker " in cmd)
+        worker_pids = [p for p, cmd in pids.items() if " worker " in cmd]
+        assert len(worker_pids) == len(devstack.worker_threads(env)) == min(2, os.cpu_count() or 1)
 
         def create(task: str) -> int:
             created = api.post("/api/runs", json={"task": task})
@@ -466,8 +510,8 @@ def test_make_run_outlives_three_redis_kills_and_crashed_children_until_sigint(
 
         def check_worker() -> None:
             out = log.read_text()
-            assert _alive(worker_pid), out[-3000:]
-            assert "worker exited" not in out and "worker was killed" not in out, out[-3000:]
+            assert all(_alive(pid) for pid in worker_pids), out[-3000:]
+            assert not re.search(r"worker(-[0-9]+)? (exited|was killed)", out), out[-3000:]
 
         if server is not None:
 
