@@ -20,9 +20,10 @@ Then the approvals: ``--approvals`` runs (default 40), each asking for one high-
 call, decided one at a time through ``POST /api/approvals/{id}/decide``; reported p50/p95
 from the decide POST to the approved call's stored ``tool_call_started`` (its ``at``),
 and of the decide response alone beside it. Those run on a quiet stack, after the burst;
-``--approvals-in-burst`` (default 10) more are decided one at a time while the burst is
-under way (runs paused before it began), reported the same way with the runs still
-queued at each decision: how long a person's decision waits behind new runs.
+``--approvals-in-burst`` (default 30) more are decided one at a time, one every 0.1 s,
+while the clients are still posting the burst's runs (runs paused before it began; the
+rounds left when the posting ends are not decided, and said), reported the same way with
+the runs queued at each decision: how long a person's decision waits behind new runs.
 
 Also reported: runs claimed more than once (``attempts`` > 1: a lease expired, a wake-up
 repeated), and the sweep's "re-enqueued" warnings from the logs.
@@ -186,8 +187,8 @@ def main() -> int:
     parser.add_argument(
         "--approvals-in-burst",
         type=int,
-        default=10,
-        help="approvals decided one at a time while the burst's runs wait in the queue",
+        default=30,
+        help="approvals decided one at a time while the burst's runs are being posted",
     )
     parser.add_argument("--json", metavar="PATH", help="write a JSON summary here")
     parser.add_argument(
@@ -267,6 +268,7 @@ def main() -> int:
         with ThreadPoolExecutor(max_workers=args.clients) as pool:
             for part in pool.map(client_part, range(args.clients)):
                 orders.update(part)
+        in_burst.posted.set()
         posted = time.monotonic() - started
         ids = list(orders)
         wait_ended(ids, 1800)
@@ -386,9 +388,10 @@ def tool_started_at(conn: psycopg.Connection, run_id: int, timeout: float = 120)
 
 
 class InBurst(threading.Thread):
-    """Approvals decided one at a time while the burst's runs wait in the queue: from
-    half a second after the burst began, one every 0.2 s; each from the decide POST to
-    its call's stored ``tool_call_started``, with the burst's runs still queued then."""
+    """Approvals decided one at a time while the burst's runs are being posted: from half
+    a second after the burst began, one every 0.1 s, until the clients have posted every
+    run (``posted`` set; the rounds left then are not decided, and not counted); each from
+    the decide POST to its call's stored ``tool_call_started``."""
 
     def __init__(
         self, conn: psycopg.Connection, url: str, approver: str, rounds: list[tuple[int, Any]]
@@ -400,6 +403,8 @@ class InBurst(threading.Thread):
         self.answer_ms: list[float] = []
         self.queued: list[int] = []
         self.problems = 0
+        self.posted = threading.Event()  # set when the clients have posted every run
+        self.not_decided = 0  # rounds left when the posting ended
 
     def run(self) -> None:
         conn = psycopg.connect(self.dsn, autocommit=True)
@@ -407,10 +412,13 @@ class InBurst(threading.Thread):
             base_url=self.url, headers={"Authorization": f"Bearer {self.approver}"}, timeout=60
         )
         time.sleep(0.5)
-        for run_id, approval_id in self.rounds:
+        for k, (run_id, approval_id) in enumerate(self.rounds):
             if approval_id is None:
                 self.problems += 1
                 continue
+            if self.posted.is_set():
+                self.not_decided = len(self.rounds) - k
+                break
             row = conn.execute("SELECT count(*) FROM runs_run WHERE status = 'queued'").fetchone()
             sent = time.time()
             resp = decider.post(
@@ -424,7 +432,7 @@ class InBurst(threading.Thread):
             self.ms.append((started_at - sent) * 1000)
             self.answer_ms.append((answered - sent) * 1000)
             self.queued.append(int(row[0]) if row else 0)
-            time.sleep(0.2)
+            time.sleep(0.1)
         decider.close()
         conn.close()
 
@@ -441,14 +449,17 @@ class InBurst(threading.Thread):
                 "p95": round(pct(self.answer_ms, 95), 1) if self.answer_ms else None,
             },
             "runs_queued_at_each_decision": self.queued,
+            "not_decided_posting_ended": self.not_decided,
             "problems": self.problems,
         }
         d, r = out["decide_to_tool_call_started_ms"], out["decide_response_ms"]
         print(
-            f"  approvals decided during the burst ({len(self.ms)}): decide POST -> "
+            f"  approvals decided while the runs were being posted ({len(self.ms)}): decide "
+            "POST -> "
             f"tool_call_started p50 {d['p50']} ms, p95 {d['p95']} ms, max {d['max']} ms; "
             f"the decide response alone p50 {r['p50']}, p95 {r['p95']} ms; runs queued at "
-            f"each decision {self.queued}; problems {self.problems}"
+            f"each decision {self.queued}; left undecided as the posting ended "
+            f"{self.not_decided}; problems {self.problems}"
         )
         return out
 
