@@ -7,7 +7,7 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentweb.settings")
 django_asgi_app = get_asgi_application()
 
-from agentweb import http_limits  # noqa: E402
+from agentweb import gcfreeze, http_limits  # noqa: E402
 from agentweb.intake_lane import IntakeLane  # noqa: E402
 from agentweb.observability import logs  # noqa: E402
 
@@ -26,3 +26,6 @@ from agentweb.web.routing import websocket_application  # noqa: E402
 application = ProtocolTypeRouter(
     {"http": IntakeLane(django_asgi_app), "websocket": websocket_application()}
 )
+
+# Everything the web serves with is imported: out of the collector's full passes.
+gcfreeze.freeze_start_up()

@@ -94,3 +94,11 @@ def broker_queue_length() -> int | None:
             return int(declared.message_count)
     except Exception:  # no queue yet (a Redis restarted empty), or the broker is away
         return None
+
+
+@signals.worker_ready.connect
+def _freeze_start_up(**_: object) -> None:
+    # What the worker imported lives as long as it: out of the collector's full passes.
+    from agentweb import gcfreeze
+
+    gcfreeze.freeze_start_up()

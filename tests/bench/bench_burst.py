@@ -207,6 +207,7 @@ def main() -> int:
     connections.close_all()  # this process's connections are not the stack's
 
     tmp = Path(tempfile.mkdtemp(prefix="agentweb-burst-"))
+    watch_gc(env, tmp)
     procs, url = make_run_stack(env, tmp)
     results: dict[str, Any] = {"runs": args.runs, "clients": args.clients}
     problems_total = 0
@@ -255,7 +256,7 @@ def main() -> int:
         start_ticks = {name: cpu_ticks(p.proc.pid) or 0 for name, p in procs.items()}
         spies = _spy(args.py_spy, procs) if args.py_spy else []
         sampler.start()
-        started = time.monotonic()
+        started, burst_began = time.monotonic(), time.time()
         in_burst.start()
 
         def client_part(k: int) -> list[tuple[int, str]]:
@@ -274,6 +275,7 @@ def main() -> int:
         wait_ended(ids, 1800)
         in_burst.join()
         wall = time.monotonic() - started
+        full_passes = gc_passes(tmp, procs, burst_began, time.time())
         end_ticks = {name: cpu_ticks(p.proc.pid) or 0 for name, p in procs.items()}
         pg_ms, backends = sampler.stop()
         load_after = os.getloadavg()
@@ -318,6 +320,7 @@ def main() -> int:
             },
             "claimed_more_than_once": {"runs": reclaimed[0], "max_attempts": reclaimed[1]},
             "sweep_reenqueue_warnings": requeues,
+            "gc_full_passes_ms": full_passes,
             "problems": problems,
             "load_average": {"before": load_before, "after": load_after},
         }
@@ -336,6 +339,13 @@ def main() -> int:
         print(
             f"  claimed more than once: {reclaimed[0]} runs (max attempts {reclaimed[1]}); "
             f"sweep re-enqueue warnings: {requeues}"
+        )
+        print(
+            "  the garbage collector's full passes (every thread of the process stopped): "
+            + "; ".join(
+                f"{kind} {len(ms)}" + (f", longest {max(ms):.0f} ms" if ms else "")
+                for kind, ms in full_passes.items()
+            )
         )
         print(f"  checks: {problems}")
         print(f"  load average before {_load(load_before)}, after {_load(load_after)}")
@@ -573,6 +583,53 @@ def _spy(where: str, procs: dict[str, Any]) -> list[subprocess.Popen[bytes]]:
         for name in procs
         if name != "beat"
     ]
+
+
+# Loaded by the stack's processes through PYTHONPATH (``watch_gc``): each writes the
+# length of every full pass of its garbage collector to BENCH_GC_DIR/<pid>.txt.
+GC_WATCH = """
+import gc, os, time
+
+_dir = os.environ.get("BENCH_GC_DIR")
+if _dir:
+    _out = open(os.path.join(_dir, f"{os.getpid()}.txt"), "a", buffering=1)
+    _began = [0.0]
+
+    def _watch(phase, info):
+        if phase == "start":
+            _began[0] = time.perf_counter()
+        elif info["generation"] == 2:
+            _out.write(f"{time.time():.3f} {(time.perf_counter() - _began[0]) * 1000:.2f}\\n")
+
+    gc.callbacks.append(_watch)
+"""
+
+
+def watch_gc(env: dict[str, str], tmp: Path) -> None:
+    """The stack's processes note their collector's full passes (a ``sitecustomize`` on
+    their PYTHONPATH; the project has none of its own)."""
+    site, out = tmp / "gcwatch", tmp / "gc"
+    site.mkdir()
+    out.mkdir()
+    (site / "sitecustomize.py").write_text(GC_WATCH)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH")]))
+    env["BENCH_GC_DIR"] = str(out)
+
+
+def gc_passes(
+    tmp: Path, procs: dict[str, Any], since: float, until: float
+) -> dict[str, list[float]]:
+    """The full passes' lengths (ms) between ``since`` and ``until``, by kind of process."""
+    found: dict[str, list[float]] = {}
+    for name, p in procs.items():
+        kind = name.split("-")[0]
+        lines = found.setdefault(kind, [])
+        path = tmp / "gc" / f"{p.proc.pid}.txt"
+        for line in path.read_text().splitlines() if path.exists() else []:
+            at, ms = line.split()
+            if since <= float(at) <= until:
+                lines.append(float(ms))
+    return found
 
 
 def _load(values: tuple[float, float, float]) -> str:
