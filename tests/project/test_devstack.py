@@ -237,14 +237,9 @@ def test_a_user_who_may_not_create_the_database_is_told_what_to_do(
             conn.execute(f"DROP ROLE {role}")
 
 
-def test_make_run_stops_with_that_error_before_starting_anything(tmp_path: Path) -> None:
-    port = free_port()
-    env = _base_env(tmp_path / "var", free_port())
-    env.update(
-        DATABASE_URL=f"postgresql://postgres@127.0.0.1:{port}/agentweb",
-        REDIS_URL="redis://127.0.0.1:6379/0",
-    )
-    done = subprocess.run(
+def _run_until_it_stops(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """``devstack run`` where it must stop by itself (a setting or service refused)."""
+    return subprocess.run(
         [sys.executable, "-m", "agentweb.devstack", "run"],
         cwd=ROOT,
         env=env,
@@ -252,12 +247,22 @@ def test_make_run_stops_with_that_error_before_starting_anything(tmp_path: Path)
         text=True,
         timeout=60,
     )
+
+
+def test_make_run_stops_with_that_error_before_starting_anything(tmp_path: Path) -> None:
+    port = free_port()
+    env = _base_env(tmp_path / "var", free_port())
+    env.update(
+        DATABASE_URL=f"postgresql://postgres@127.0.0.1:{port}/agentweb",
+        REDIS_URL="redis://127.0.0.1:6379/0",
+    )
+    done = _run_until_it_stops(env)
     assert done.returncode == 1
     assert f"cannot connect to PostgreSQL on 127.0.0.1:{port}" in done.stdout, done.stdout
     assert "Traceback" not in done.stdout + done.stderr
 
 
-def test_the_worker_threads_are_spread_over_the_worker_processes(tmp_path: Path) -> None:
+def test_the_worker_threads_are_spread_over_the_worker_processes() -> None:
     threads = devstack.worker_threads
     assert threads({"AGENTWEB_WORKER_PROCESSES": "2"}) == [4, 4]  # 8 in all by default
     assert threads({"AGENTWEB_WORKER_CONCURRENCY": "5", "AGENTWEB_WORKER_PROCESSES": "2"}) == [3, 2]
@@ -284,14 +289,7 @@ def test_the_worker_threads_are_spread_over_the_worker_processes(tmp_path: Path)
 def test_make_run_refuses_a_bad_worker_setting_before_starting_anything(tmp_path: Path) -> None:
     env = _base_env(tmp_path / "var", free_port())
     env.update(AGENTWEB_WORKER_PROCESSES="none", DATABASE_URL="postgresql://nobody@127.0.0.1:1/x")
-    done = subprocess.run(
-        [sys.executable, "-m", "agentweb.devstack", "run"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    done = _run_until_it_stops(env)
     assert done.returncode == 1
     assert "AGENTWEB_WORKER_PROCESSES must be a whole number of at least 1, not 'none'" in (
         done.stdout
