@@ -7,6 +7,7 @@ from datetime import timedelta
 from celery import Celery, signals
 from celery.exceptions import CPendingDeprecationWarning
 
+from agentweb import gcfreeze
 from agentweb.observability import logs
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentweb.settings")
@@ -99,6 +100,4 @@ def broker_queue_length() -> int | None:
 @signals.worker_ready.connect
 def _freeze_start_up(**_: object) -> None:
     # What the worker imported lives as long as it: out of the collector's full passes.
-    from agentweb import gcfreeze
-
     gcfreeze.freeze_start_up()
