@@ -542,12 +542,16 @@ def test_make_run_outlives_three_redis_kills_and_crashed_children_until_sigint(
         if server is None:
             assert log.read_text().count("the embedded Redis started again") == outages.KILLS
 
-        # A crashed worker or beat is started again, with a line saying so.
-        for name in ("worker", "beat"):
-            pid = next(p for p, cmd in _stack_pids(make.pid).items() if f" {name} " in cmd)
-            os.kill(pid, signal.SIGKILL)
-            wait_for(lambda n=name: f"{n} started again" in log.read_text(), 30, 0.2)
-            assert f"{name} was killed by SIGKILL" in log.read_text()
+        # A crashed worker (each of them) or beat is started again, with a line saying so.
+        for kind in ("worker", "beat"):
+            for pid, cmd in _stack_pids(make.pid).items():
+                if f" {kind} " not in cmd:
+                    continue
+                node = re.search(r"-n worker([0-9]+)@", cmd)  # worker-2 ... (devstack names)
+                name = f"worker-{node.group(1)}" if node else kind
+                os.kill(pid, signal.SIGKILL)
+                wait_for(lambda n=name: f"{n} started again" in log.read_text(), 30, 0.2)
+                assert f"{name} was killed by SIGKILL" in log.read_text()
         run = create("After the worker and beat were killed")
         wait_for(lambda: stack.status(run) in outages.FINAL, 60, 0.5)
         assert stack.status(run) == "succeeded"
