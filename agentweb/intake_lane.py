@@ -42,19 +42,25 @@ AT_ONCE = 1
 _DECISION = re.compile(r"/(api/)?approvals/[0-9]+/decide/?|/hooks/slack/interactions/?")
 
 
+def _posted_to(scope: Scope) -> str | None:
+    """The path of an HTTP POST; None for anything else."""
+    if scope.get("type") != "http" or scope.get("method") != "POST":
+        return None
+    return str(scope.get("path", ""))
+
+
 def is_intake(scope: Scope) -> bool:
     """A request that starts runs on a machine's behalf."""
-    if scope.get("type") != "http" or scope.get("method") != "POST":
-        return False
-    path = scope.get("path", "")
-    return path in ("/api/runs", "/api/runs/") or path.startswith("/hooks/tickets/")
+    path = _posted_to(scope)
+    return path is not None and (
+        path in ("/api/runs", "/api/runs/") or path.startswith("/hooks/tickets/")
+    )
 
 
 def is_decision(scope: Scope) -> bool:
     """A person's decision on an approval (the page, the API, Slack's buttons)."""
-    if scope.get("type") != "http" or scope.get("method") != "POST":
-        return False
-    return _DECISION.fullmatch(scope.get("path", "")) is not None
+    path = _posted_to(scope)
+    return path is not None and _DECISION.fullmatch(path) is not None
 
 
 class Turns:

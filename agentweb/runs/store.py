@@ -98,16 +98,19 @@ def append_events(
         finally:
             _batch.reset(token)
     if hooks.wants(r.type for r in rows):  # spans and metrics, after commit
-        step = _stored_step(run, rows, step_ended_ns)
-        if approval_times is not None:
-            step._approvals = approval_times
+        step = _stored_step(run, rows, step_ended_ns, approval_times)
         transaction.on_commit(functools.partial(hooks.step_stored, step))
     if run.parent_id is not None or any(r.type.startswith("subtask_") for r in rows):
         publish.tree_changed_on_commit(run.pk, run.parent_id, run.root_id, (r.type for r in rows))
     return rows
 
 
-def _stored_step(run: Run, rows: list[RunEvent], ended_ns: int | None) -> hooks.StoredStep:
+def _stored_step(
+    run: Run,
+    rows: list[RunEvent],
+    ended_ns: int | None,
+    approval_times: dict[str, tuple[datetime, datetime | None]] | None = None,
+) -> hooks.StoredStep:
     agent = run.agent if Run.agent.is_cached(run) else None
     step = hooks.StoredStep(
         run_id=run.pk,
@@ -124,6 +127,7 @@ def _stored_step(run: Run, rows: list[RunEvent], ended_ns: int | None) -> hooks.
         events=[(row.type, row.data) for row in rows],
         state=run.state,
         facts=_FACTS,
+        _approvals=approval_times,  # None: read after commit if a reader asks
     )
     if ended_ns is not None:
         step.stored_ns = ended_ns
